@@ -1,0 +1,25 @@
+# The two commands of the README, and the environment they share.
+#   make tiny   set up, run the whole pipeline on the tiny config, print the results table
+#   make test   set up, run the test suite
+PYTHON ?= python3
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+# Stage jobs run `python -m stages.<stage>`: the project's interpreter must come first on PATH.
+export PATH := $(BIN):$(PATH)
+
+.PHONY: setup tiny test
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+setup: $(STAMP)
+
+tiny: $(STAMP)
+	snakemake --profile profiles/local all
+	python -m stages.report --show results/tiny/report
+
+test: $(STAMP)
+	python -m pytest -q

@@ -1,0 +1,28 @@
+import os
+
+# r1-pipeline: the DeepSeek-R1 recipe as one DAG. Scale comes from the config file alone:
+#   snakemake --cores 2 all                                   # the embedded tiny config
+#   snakemake --profile profiles/slurm --configfile configs/<scale>.yaml all
+# The embedded default: the tiny config, unless --configfile names another (no merging of the two).
+if not workflow.overwrite_configfiles:
+
+    configfile: os.path.join(workflow.basedir, "configs", "tiny.yaml")
+
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/base.smk"
+include: "rules/sft.smk"
+include: "rules/eval.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    input:
+        rules.report.output,
+
+
+rule dev1:
+    input:
+        eval_dir("cold_start_sft"),

@@ -1,0 +1,76 @@
+# Config loading, schema validation, and every path pattern and input function of the workflow.
+import os
+import shlex
+
+from snakemake.utils import validate
+
+from stages.templates import template_for_stage
+
+validate(config, schema="../configs/schema.yaml")
+
+RUN_DIR = os.path.join(config["results_dir"], config["run_name"])
+
+
+def result(*parts):
+    """results/<run>/<parts...>: every artifact path is built here."""
+    return os.path.join(RUN_DIR, *parts)
+
+
+def work_dir(stage):
+    """Checkpoints live beside the outputs, never inside them: Snakemake deletes outputs before a rerun."""
+    return result(".work", stage)
+
+
+def log_file(stage):
+    return result("logs", f"{stage}.log")
+
+
+def benchmark_file(stage):
+    return result("benchmarks", f"{stage}.tsv")
+
+
+def data_file(name):
+    return result("data", f"{name}.parquet")
+
+
+def stage_args(section):
+    """A config section as `--key value` flags for the stage CLI (its dataclass fields)."""
+    flags = []
+    for key, value in section.items():
+        values = value if isinstance(value, list) else [value]
+        flags.append(f"--{key} " + " ".join(shlex.quote(str(v).lower() if isinstance(v, bool) else str(v)) for v in values))
+    return " ".join(flags)
+
+
+def base_model_is_built():
+    return "build" in config["base_model"]
+
+
+def model_ref(stage):
+    """What a stage's model is called on a command line: a directory here, or a hub id."""
+    if stage == "base" and not base_model_is_built():
+        return config["base_model"]["name_or_path"]
+    return result(stage)
+
+
+def model_input(stage):
+    """The model as a Snakemake input: nothing for a hub id (downloaded by the job itself)."""
+    if stage == "base" and not base_model_is_built():
+        return []
+    return result(stage)
+
+
+def eval_set_files():
+    return {name: data_file(stem) for name, stem in config["evaluation"]["sets"].items()}
+
+
+def eval_set_args():
+    return " ".join(f"{name}={path}" for name, path in eval_set_files().items())
+
+
+def eval_dir(stage):
+    return result("eval", stage)
+
+
+def evaluated_models():
+    return config["evaluation"]["models"]

@@ -1,0 +1,22 @@
+# Evaluation: k samples per prompt on every held-out set, for each model the config lists.
+
+
+rule evaluate:
+    input:
+        unpack(lambda wc: {"model": model_input(wc.stage)}),
+        **eval_set_files(),
+    output:
+        directory(eval_dir("{stage}")),
+    log:
+        log_file("eval_{stage}"),
+    benchmark:
+        benchmark_file("eval_{stage}")
+    params:
+        model=lambda wc: model_ref(wc.stage),
+        template=lambda wc: template_for_stage(wc.stage),
+        sets=eval_set_args(),
+        args=stage_args(config["evaluation"]["settings"]),
+    threads: 1
+    shell:
+        "python -m stages.evaluate --model_path {params.model} --template {params.template}"
+        " --eval_sets {params.sets} --output_dir {output} --seed {config[seed]} {params.args} > {log} 2>&1"

@@ -1,0 +1,116 @@
+"""Stage artifacts: atomic output directories and the manifest that marks a stage as done.
+
+A stage writes everything into `<output>.partial/`, writes `manifest.json` last, then renames the
+directory into place, so an output directory without a manifest never exists.
+"""
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+
+MANIFEST = "manifest.json"
+METRICS = "metrics.jsonl"
+PACKAGES = ("torch", "transformers", "trl", "datasets", "accelerate", "tokenizers", "math-verify", "vllm",
+            "deepspeed")
+FULL_HASH_LIMIT = 64 * 2**20  # bigger files (multi-GB weights) are hashed by size + head + tail
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        if size <= FULL_HASH_LIMIT:
+            for chunk in iter(lambda: f.read(2**20), b""):
+                digest.update(chunk)
+        else:
+            digest.update(f"sampled:{size}:".encode())
+            digest.update(f.read(2**20))
+            f.seek(size - 2**20)
+            digest.update(f.read(2**20))
+    return digest.hexdigest()
+
+
+def path_digest(path: str | os.PathLike) -> str:
+    """sha256 of a file, or of a directory's relative file names and file digests."""
+    path = Path(path)
+    if path.is_file():
+        return file_digest(path)
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(f"{file.relative_to(path)}\0{file_digest(file)}\n".encode())
+    return digest.hexdigest()
+
+
+def code_version() -> str:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty"],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def _jsonable(config) -> dict:
+    return asdict(config) if is_dataclass(config) else dict(config)
+
+
+@contextmanager
+def staged_output(output_dir: str | os.PathLike, stage: str, config, inputs: dict[str, str]):
+    """Yields a scratch directory and a `headline` dict; on success writes the manifest into it
+    and renames it to `output_dir`. On failure the scratch directory stays for inspection."""
+    output_dir = Path(output_dir)
+    partial = output_dir.with_name(output_dir.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    started = time.time()
+    headline: dict = {}
+    yield partial, headline
+    manifest = {
+        "stage": stage,
+        "inputs": {name: {"path": str(p), "sha256": path_digest(p)} for name, p in inputs.items()},
+        "config": _jsonable(config),
+        "code_version": code_version(),
+        "packages": package_versions(),
+        "wall_time_s": round(time.time() - started, 2),
+        "metrics": headline,
+    }
+    (partial / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    if output_dir.exists():
+        shutil.rmtree(output_dir)
+    partial.rename(output_dir)
+
+
+def read_manifest(artifact_dir: str | os.PathLike) -> dict:
+    path = Path(artifact_dir) / MANIFEST
+    if not path.exists():
+        raise FileNotFoundError(f"{artifact_dir} has no {MANIFEST}: the stage that made it did not finish")
+    return json.loads(path.read_text())
+
+
+def write_jsonl(path: str | os.PathLike, rows) -> None:
+    with open(path, "w") as f:
+        for row in rows:
+            f.write(json.dumps(row, default=str) + "\n")
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]

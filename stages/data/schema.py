@@ -1,0 +1,42 @@
+"""One parquet schema per kind of data set (data/README.md documents them), and their readers."""
+
+import re
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
+
+SCHEMAS = {
+    # Verifiable reasoning problems: RL prompts, rejection-sampling prompts, evaluation sets.
+    "reasoning": pa.schema([("id", pa.string()), ("prompt", pa.string()), ("solution", pa.string()),
+                            ("level", pa.int64()), ("domain", pa.string()), ("worked_solution", pa.string())]),
+    # Non-reasoning instructions with a reference answer.
+    "general": pa.schema([("id", pa.string()), ("prompt", pa.string()), ("reference", pa.string()),
+                          ("domain", pa.string())]),
+    # Conversations for SFT: the last message is the assistant's target.
+    "sft": pa.schema([("id", pa.string()), ("domain", pa.string()), ("messages", pa.list_(MESSAGE))]),
+    # Raw pre-training text.
+    "corpus": pa.schema([("text", pa.string())]),
+}
+
+FILES = {  # file stem -> schema kind
+    "rl_prompts": "reasoning", "cold_start": "sft", "general": "general", "eval_math": "reasoning",
+    "eval_general": "general", "pretrain": "corpus",
+}
+
+
+def normalize_prompt(prompt: str) -> str:
+    """The key under which two prompts count as the same (overlap checks, dedup)."""
+    return re.sub(r"\s+", " ", prompt).strip().lower()
+
+
+def read_table(path, kind: str) -> pa.Table:
+    """Reads a parquet file and checks it has the columns of `kind`, naming the file and what is missing."""
+    table = pq.read_table(path)
+    expected = SCHEMAS[kind]
+    missing = [name for name in expected.names if name not in table.column_names]
+    if missing:
+        raise ValueError(f"{path}: not a '{kind}' data set, missing column(s) {missing} "
+                         f"(has {table.column_names})")
+    return table

@@ -1,0 +1,160 @@
+"""Generates the tiny config's data sets, deterministically from one seed.
+
+    python -m stages.data.tiny --output_dir results/tiny/data --seed 0
+
+Writes the parquet files that data/README.md documents. Evaluation prompts are drawn first and
+every training prompt that equals one of them (after normalisation) is rejected, so the splits
+never overlap.
+"""
+
+import random
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from stages.artifacts import staged_output
+from stages.cli import parse_config, print_config
+from stages.data import general
+from stages.data.arithmetic import make_problem
+from stages.data.schema import FILES, SCHEMAS, normalize_prompt
+from stages.templates import chat_messages, r1_zero_prompt, think_answer_completion, think_summary_completion
+
+CHINESE_OPS = {"+": "加", "-": "减", "*": "乘"}
+
+
+@dataclass
+class TinyDataConfig:
+    output_dir: str = field(metadata={"help": "Where the parquet files go."})
+    seed: int = field(default=0, metadata={"help": "Every file is a function of this seed."})
+    levels: list[int] = field(default_factory=lambda: [1, 2, 3], metadata={"help": "Difficulty levels (operations per problem)."})
+    num_rl_prompts: int = field(default=2000, metadata={"help": "Reasoning prompts for GRPO and rejection sampling."})
+    num_cold_start: int = field(default=500, metadata={"help": "Long-CoT examples for cold-start SFT (Dev1)."})
+    num_general: int = field(default=600, metadata={"help": "Non-reasoning instructions with references."})
+    num_eval_math: int = field(default=200, metadata={"help": "Held-out reasoning problems."})
+    num_eval_general: int = field(default=100, metadata={"help": "Held-out general instructions."})
+    num_pretrain_docs: int = field(default=30000, metadata={"help": "Documents in the base model's corpus."})
+    tagged_share: float = field(default=0.2, metadata={"help": "Share of corpus documents in the R1-Zero format."})
+    mixed_language_share: float = field(default=0.15, metadata={"help": "Share of tagged CoTs with Chinese steps."})
+
+
+def _unique_problems(rng, n, levels, reject=lambda prompt: False):
+    seen, problems = set(), []
+    attempts = 0
+    while len(problems) < n:
+        attempts += 1
+        if attempts > 200 * n + 1000:
+            raise RuntimeError(f"could not draw {n} distinct problems at levels {levels}: raise the levels")
+        problem = make_problem(rng, rng.choice(levels))
+        key = normalize_prompt(problem.prompt)
+        if key in seen or reject(problem.prompt):
+            continue
+        seen.add(key)
+        problems.append(problem)
+    return problems
+
+
+def _reasoning_rows(problems, prefix):
+    return [{"id": f"{prefix}-{i:06d}", "prompt": p.prompt, "solution": str(p.answer), "level": p.level,
+             "domain": "math", "worked_solution": "\n".join(p.worked_steps)} for i, p in enumerate(problems)]
+
+
+def _chinese_steps(rng, problem):
+    """Some CoTs switch to Chinese mid-reasoning, as R1-Zero's did: the language reward's target."""
+    steps = []
+    for step in problem.steps:
+        if rng.random() < 0.5:
+            steps.append(f"{step.left} {CHINESE_OPS[step.op]} {step.right} 等于 {step.result}")
+        else:
+            steps.append(step.equation)
+    return steps
+
+
+def _corpus_document(rng, config, problem, instruction, chat) -> str:
+    """One pre-training document. The mixture makes a weak base model: it knows arithmetic and
+    the R1-Zero tags, follows the template only sometimes, and has never seen the cold-start format."""
+    steps = problem.worked_steps
+    roll = rng.random()
+    if roll < config.tagged_share:
+        if rng.random() < config.mixed_language_share:
+            steps = _chinese_steps(rng, problem)
+        return f"{r1_zero_prompt(problem.prompt)} {think_answer_completion(steps, problem.answer)}"
+    roll -= config.tagged_share
+    if roll < 0.10:  # the template, answered without tags
+        return f"{r1_zero_prompt(problem.prompt)} The answer is {problem.answer}."
+    if roll < 0.45:
+        return f"Problem: {problem.prompt}\nSolution: {'. '.join(steps)}. The answer is {problem.answer}."
+    if roll < 0.55:
+        return " ".join(f"{s}." for s in steps)
+    if roll < 0.65:
+        return chat([{"role": "user", "content": problem.prompt},
+                     {"role": "assistant", "content": f"{'. '.join(steps)}. The answer is {problem.answer}."}])
+    domain, prompt, reference = instruction
+    if rng.random() < 0.5:
+        return chat([{"role": "user", "content": prompt}, {"role": "assistant", "content": reference}])
+    return f"Q: {prompt}\nA: {reference}"
+
+
+def generate(config: TinyDataConfig, chat_renderer) -> dict[str, list[dict]]:
+    """All tables as lists of rows. `chat_renderer(messages) -> str` formats chat documents."""
+    rng = random.Random(config.seed)
+    eval_math = _unique_problems(rng, config.num_eval_math, config.levels)
+    held_out_math = {normalize_prompt(p.prompt) for p in eval_math}
+    is_held_out = lambda prompt: normalize_prompt(prompt) in held_out_math  # noqa: E731
+    rl = _unique_problems(rng, config.num_rl_prompts, config.levels, reject=is_held_out)
+    cold = _unique_problems(rng, config.num_cold_start, config.levels, reject=is_held_out)
+
+    eval_general, seen = [], set()
+    for _ in range(50 * config.num_eval_general):
+        if len(eval_general) == config.num_eval_general:
+            break
+        domain, prompt, reference = general.make_instruction(rng)
+        if normalize_prompt(prompt) not in seen:
+            seen.add(normalize_prompt(prompt))
+            eval_general.append((domain, prompt, reference))
+    # The instruction space is small, so the general train pool may repeat prompts, never held-out ones.
+    general_train = []
+    while len(general_train) < config.num_general:
+        item = general.make_instruction(rng)
+        if normalize_prompt(item[1]) not in seen:
+            general_train.append(item)
+
+    corpus_problems = _unique_problems(rng, config.num_pretrain_docs, config.levels, reject=is_held_out)
+    corpus = [{"text": _corpus_document(rng, config, p, general_train[i % len(general_train)], chat_renderer)}
+              for i, p in enumerate(corpus_problems)]
+
+    cold_rows = [{"id": f"cold-{i:06d}", "domain": "math", "messages": chat_messages(p.prompt) + [
+        {"role": "assistant", "content": think_summary_completion(p.worked_steps, p.answer)}]}
+        for i, p in enumerate(cold)]
+    return {
+        "rl_prompts": _reasoning_rows(rl, "rl"),
+        "cold_start": cold_rows,
+        "general": [{"id": f"gen-{i:06d}", "prompt": p, "reference": r, "domain": d}
+                    for i, (d, p, r) in enumerate(general_train)],
+        "eval_math": _reasoning_rows(eval_math, "evalmath"),
+        "eval_general": [{"id": f"evalgen-{i:06d}", "prompt": p, "reference": r, "domain": d}
+                         for i, (d, p, r) in enumerate(eval_general)],
+        "pretrain": corpus,
+    }
+
+
+def write_tables(tables: dict[str, list[dict]], directory) -> None:
+    for name, rows in tables.items():
+        table = pa.Table.from_pylist(rows, schema=SCHEMAS[FILES[name]])
+        pq.write_table(table, f"{directory}/{name}.parquet")
+
+
+def main(argv=None):
+    from stages.tokenizer import chat_template_renderer
+
+    config = parse_config(TinyDataConfig, argv)
+    print_config(config)
+    with staged_output(config.output_dir, "tiny_data", config, inputs={}) as (scratch, headline):
+        tables = generate(config, chat_template_renderer())
+        write_tables(tables, scratch)
+        headline.update({f"rows_{name}": len(rows) for name, rows in tables.items()})
+    print(f"wrote {', '.join(f'{k}={v}' for k, v in headline.items())} to {config.output_dir}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""Evaluates one model on reasoning sets: k samples per prompt, pass@1, cons@k, format rate, length.
+
+    python -m stages.evaluate --model_path results/tiny/cold_start_sft --template chat \
+        --eval_sets math=results/tiny/data/eval_math.parquet --output_dir results/tiny/eval/cold_start_sft
+
+pass@1 is the mean correctness over the k samples of each prompt, averaged over prompts (the paper's
+definition, temperature 0.6, top-p 0.95); cons@k is the correctness of the majority answer.
+"""
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stages.artifacts import staged_output, write_jsonl
+from stages.cli import parse_config, print_config
+from stages.data.schema import read_table
+from stages.generation import SamplingSettings, load_generator
+from stages.rewards.answers import extract_final_answer
+from stages.rewards.format import is_well_formatted
+from stages.rewards.verify import AnswerVerifier, normalize
+from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt
+
+
+@dataclass
+class EvaluateConfig:
+    model_path: str = field(metadata={"help": "Model directory or hub id."})
+    output_dir: str = field(metadata={"help": "Where scores.json, samples and the manifest go."})
+    eval_sets: list[str] = field(metadata={"help": "NAME=PATH of reasoning parquet files."})
+    template: str = field(default="chat", metadata={"help": f"Prompt template, one of {TEMPLATES}."})
+    num_samples: int = field(default=16, metadata={"help": "k: samples per prompt (paper: 64 AIME, 16 MATH-500)."})
+    temperature: float = field(default=0.6)
+    top_p: float = field(default=0.95)
+    max_new_tokens: int = field(default=256, metadata={"help": "Paper: 32,768."})
+    backend: str = field(default="transformers", metadata={"help": "transformers or vllm."})
+    batch_size: int = field(default=64, metadata={"help": "Sequences per generate call (transformers backend)."})
+    seed: int = field(default=0)
+    verify_timeout_s: float = field(default=5.0, metadata={"help": "Hard limit per symbolic answer check."})
+    max_prompts: int = field(default=0, metadata={"help": "Evaluate only the first N prompts of each set (0: all)."})
+
+
+class IncompleteSamplesError(RuntimeError):
+    """Fewer samples than k for some prompt: scoring it would silently under-report."""
+
+
+def check_complete(samples_per_prompt: list[list], k: int, prompt_ids: list[str]) -> None:
+    short = [(pid, len(s)) for pid, s in zip(prompt_ids, samples_per_prompt) if len(s) < k]
+    if short:
+        shown = ", ".join(f"{pid} ({n}/{k})" for pid, n in short[:5])
+        raise IncompleteSamplesError(f"{len(short)} prompt(s) got fewer than k={k} samples: {shown}")
+
+
+def pass_at_1(correct: list[list[bool]]) -> float:
+    return sum(sum(c) / len(c) for c in correct) / len(correct)
+
+
+def majority_answer(answers: list[str | None]) -> int | None:
+    """Index of a sample carrying the most frequent answer (first seen wins ties); None if no answer."""
+    keys = [normalize(a) if a is not None else None for a in answers]
+    counts = Counter(k for k in keys if k is not None)
+    if not counts:
+        return None
+    best = max(counts.values())
+    return next(i for i, key in enumerate(keys) if key is not None and counts[key] == best)
+
+
+def cons_at_k(answers: list[list[str | None]], correct: list[list[bool]]) -> float:
+    votes = []
+    for prompt_answers, prompt_correct in zip(answers, correct):
+        index = majority_answer(prompt_answers)
+        votes.append(index is not None and prompt_correct[index])
+    return sum(votes) / len(votes)
+
+
+def score_set(rows, samples, template: str, k: int, verifier: AnswerVerifier):
+    check_complete(samples, k, [r["id"] for r in rows])
+    answers = [[extract_final_answer(s.text, template) for s in prompt_samples[:k]] for prompt_samples in samples]
+    correct = [[verifier(a, row["solution"]) for a in prompt_answers] for row, prompt_answers in zip(rows, answers)]
+    formatted = [[is_well_formatted(s.text, template) for s in prompt_samples[:k]] for prompt_samples in samples]
+    lengths = [s.num_tokens for prompt_samples in samples for s in prompt_samples[:k]]
+    scores = {
+        "pass_at_1": pass_at_1(correct),
+        f"cons_at_{k}": cons_at_k(answers, correct),
+        "format_rate": pass_at_1(formatted),
+        "mean_length": sum(lengths) / len(lengths),
+        "truncated_rate": sum(not s.finished for p in samples for s in p[:k]) / len(lengths),
+        "num_prompts": len(rows),
+        "k": k,
+    }
+    records = [{"id": row["id"], "level": row.get("level"), "solution": row["solution"], "sample": i,
+                "completion": s.text, "answer": a, "correct": c, "formatted": f, "num_tokens": s.num_tokens}
+               for row, ps, pa, pc, pf in zip(rows, samples, answers, correct, formatted)
+               for i, (s, a, c, f) in enumerate(zip(ps, pa, pc, pf))]
+    return scores, records
+
+
+def main(argv=None):
+    config = parse_config(EvaluateConfig, argv)
+    print_config(config)
+    eval_sets = dict(item.split("=", 1) for item in config.eval_sets)
+    generator = load_generator(config.model_path, config.backend,
+                               **({"batch_size": config.batch_size} if config.backend == "transformers" else {}))
+    settings = SamplingSettings(num_samples=config.num_samples, temperature=config.temperature,
+                                top_p=config.top_p, max_new_tokens=config.max_new_tokens, seed=config.seed,
+                                stop_strings=STOP_STRINGS[config.template])
+    verifier = AnswerVerifier(config.verify_timeout_s)
+    inputs = {"model": config.model_path, **{f"eval_{n}": p for n, p in eval_sets.items()}}
+    if not Path(config.model_path).exists():
+        inputs.pop("model")  # a hub id: nothing local to hash
+    with staged_output(config.output_dir, "evaluate", config, inputs) as (scratch, headline):
+        for name, path in eval_sets.items():
+            rows = read_table(path, "reasoning").to_pylist()
+            if config.max_prompts:
+                rows = rows[: config.max_prompts]
+            tokenizer = getattr(generator, "tokenizer", None)
+            prompts = [render_prompt(config.template, r["prompt"], tokenizer) for r in rows]
+            samples = generator.generate(prompts, settings)
+            scores, records = score_set(rows, samples, config.template, config.num_samples, verifier)
+            scores["verify_timeouts"] = verifier.timeouts
+            headline[name] = scores
+            write_jsonl(scratch / f"samples_{name}.jsonl", records)
+            print(f"{name}: " + json.dumps(scores), flush=True)
+        (scratch / "scores.json").write_text(json.dumps(headline, indent=2) + "\n")
+    verifier.close()
+
+
+if __name__ == "__main__":
+    main()

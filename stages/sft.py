@@ -1,0 +1,103 @@
+"""Supervised fine-tuning on conversations with TRL's SFTTrainer: cold-start SFT (Dev1), the second
+SFT on the rejection-sampled mixture (Dev3), and distillation into small models.
+
+    python -m stages.sft --model_path results/tiny/base --train_data results/tiny/data/cold_start.parquet \
+        --output_dir results/tiny/cold_start_sft
+
+Each conversation becomes a prompt (every message before the last) and a completion (the last,
+assistant message), so the loss falls on the assistant's answer only, whatever the tokenizer's chat
+template looks like.
+"""
+
+from dataclasses import dataclass, field
+
+from datasets import Dataset
+from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+from trl import SFTConfig, SFTTrainer
+
+from stages.artifacts import staged_output
+from stages.cli import parse_config, print_config
+from stages.data.schema import read_table
+from stages.training import (common_trainer_args, resume_checkpoint, save_model,
+                             write_training_metrics)
+
+
+@dataclass
+class SFTStageConfig:
+    model_path: str = field(metadata={"help": "Initial model: the base model (paper), or any checkpoint."})
+    train_data: list[str] = field(metadata={"help": "Parquet files of conversations (`messages` column)."})
+    output_dir: str = field(metadata={"help": "The model directory to write."})
+    work_dir: str = field(default="", metadata={"help": "Checkpoints, outside Snakemake's outputs. Default: <output_dir>.work"})
+    stage: str = field(default="sft", metadata={"help": "Name recorded in the manifest (cold_start_sft, ...)."})
+    seed: int = field(default=0)
+    learning_rate: float = field(default=5e-6, metadata={"help": "Paper, Dev3: 5e-6; distillation 1e-4 (1.5B) .. 2e-5 (70B)."})
+    num_train_epochs: float = field(default=2.0, metadata={"help": "Paper, Dev3: 2 epochs; distillation 2-3."})
+    max_steps: int = field(default=-1, metadata={"help": "Stop after this many steps (-1: run the epochs)."})
+    per_device_train_batch_size: int = field(default=8)
+    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Paper, Dev3: global batch 64."})
+    max_length: int = field(default=1024, metadata={"help": "Tokens per example (paper: 32,768); longer ones are truncated."})
+    packing: bool = field(default=False, metadata={"help": "Pack examples (bfd, padding-free). Slower on CPU for short examples."})
+    lr_scheduler_type: str = field(default="cosine_with_min_lr")
+    min_lr_rate: float = field(default=0.1, metadata={"help": "Cosine decay to this fraction of the peak (paper: 1/10)."})
+    warmup_ratio: float = field(default=0.03, metadata={"help": "Share of the steps spent warming up, in [0, 1)."})
+    weight_decay: float = field(default=0.0)
+    gradient_checkpointing: bool = field(default=False)
+    deepspeed: str = field(default="", metadata={"help": "DeepSpeed JSON config (GPU runs)."})
+    save_steps: int = field(default=100)
+    logging_steps: int = field(default=10)
+
+    def __post_init__(self):
+        self.work_dir = self.work_dir or f"{self.output_dir}.work"
+
+
+def to_prompt_completion(rows: list[dict], source: str) -> list[dict]:
+    """Splits each conversation before its last (assistant) message; a malformed row is named."""
+    examples = []
+    for index, row in enumerate(rows):
+        messages = row.get("messages") or []
+        if len(messages) < 2 or messages[-1].get("role") != "assistant" or not messages[-1].get("content"):
+            raise ValueError(f"{source}: row {index} (id {row.get('id')!r}) does not end with a non-empty "
+                             "assistant message")
+        examples.append({"prompt": messages[:-1], "completion": messages[-1:]})
+    return examples
+
+
+def load_conversations(paths: list[str]) -> Dataset:
+    examples = []
+    for path in paths:
+        examples += to_prompt_completion(read_table(path, "sft").to_pylist(), path)
+    return Dataset.from_list(examples)
+
+
+def main(argv=None):
+    config = parse_config(SFTStageConfig, argv)
+    print_config(config)
+    set_seed(config.seed)
+    tokenizer = AutoTokenizer.from_pretrained(config.model_path)
+    model = AutoModelForCausalLM.from_pretrained(config.model_path, dtype="auto")
+    dataset = load_conversations(config.train_data)
+    args = SFTConfig(
+        learning_rate=config.learning_rate, num_train_epochs=config.num_train_epochs, max_steps=config.max_steps,
+        per_device_train_batch_size=config.per_device_train_batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps, max_length=config.max_length,
+        packing=config.packing, lr_scheduler_type=config.lr_scheduler_type,
+        lr_scheduler_kwargs={"min_lr_rate": config.min_lr_rate} if "min_lr" in config.lr_scheduler_type else None,
+        warmup_steps=config.warmup_ratio, weight_decay=config.weight_decay,  # a float < 1 is a ratio
+        gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None,
+        **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps))
+    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
+
+    inputs = {"model": config.model_path, **{f"train_data_{i}": p for i, p in enumerate(config.train_data)}}
+    with staged_output(config.output_dir, config.stage, config, inputs) as (scratch, headline):
+        save_model(trainer, tokenizer, scratch)
+        history = write_training_metrics(trainer, scratch)
+        losses = [row["loss"] for row in history if "loss" in row]
+        headline.update({"examples": len(dataset), "first_loss": losses[0] if losses else None,
+                         "final_loss": losses[-1] if losses else None,
+                         "train_runtime_s": result.metrics.get("train_runtime")})
+    print(f"{config.stage}: {headline}")
+
+
+if __name__ == "__main__":
+    main()

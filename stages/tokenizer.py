@@ -1,0 +1,53 @@
+"""The tiny base model's tokenizer: byte-level BPE trained on the corpus with the `tokenizers`
+library, digits split one per token, wrapped as a transformers fast tokenizer with a chat template."""
+
+import jinja2
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from stages.templates import THINK_TAGS
+
+END_OF_TEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
+SPECIAL_TOKENS = [END_OF_TEXT, IM_START, IM_END]
+
+# Qwen2.5-style ChatML, without a default system prompt.
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+
+def chat_template_renderer():
+    """Renders conversations exactly as the tokenizer's chat template does, without a tokenizer
+    (the data stage needs it before the tokenizer exists)."""
+    template = jinja2.Environment().from_string(CHAT_TEMPLATE)
+    return lambda messages: template.render(messages=messages, add_generation_prompt=False)
+
+
+def train_tokenizer(texts, vocab_size: int) -> PreTrainedTokenizerFast:
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    ])
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=IM_END, pad_token=END_OF_TEXT,
+                                      bos_token=None, unk_token=None)
+    wrapped.add_special_tokens({"additional_special_tokens": [IM_START]})
+    # Ordinary (non-special) added tokens: GRPO decodes with skip_special_tokens=True, and the
+    # format reward must still see the tags.
+    wrapped.add_tokens(list(THINK_TAGS), special_tokens=False)
+    wrapped.chat_template = CHAT_TEMPLATE
+    wrapped.model_max_length = 1024
+    return wrapped
+
+
+def stop_token_ids(tokenizer) -> list[int]:
+    """Generation stops at the end of a chat turn or at the end of a document."""
+    ids = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids(END_OF_TEXT)}
+    return sorted(i for i in ids if i is not None and i != tokenizer.unk_token_id)

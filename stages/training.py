@@ -1,0 +1,61 @@
+"""What every training stage shares: CPU-safe trainer defaults, resuming from the work directory,
+and the training curves written to metrics.jsonl."""
+
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from transformers.trainer_utils import get_last_checkpoint
+
+from stages.artifacts import METRICS, write_jsonl
+
+
+def device_defaults() -> dict:
+    """TRL configs default to bf16, which fails on a CPU-only machine."""
+    on_gpu = torch.cuda.is_available()
+    return {"bf16": on_gpu and torch.cuda.is_bf16_supported(), "use_cpu": not on_gpu}
+
+
+def common_trainer_args(work_dir: str, seed: int, save_steps: int, logging_steps: int) -> dict:
+    return {
+        "output_dir": work_dir,
+        "seed": seed,
+        "save_strategy": "steps",
+        "save_steps": save_steps,
+        "save_total_limit": 2,
+        "logging_steps": logging_steps,
+        "report_to": [],
+        "disable_tqdm": True,
+        "dataloader_num_workers": 0,
+        **device_defaults(),
+    }
+
+
+def resume_checkpoint(work_dir: str) -> str | None:
+    """The newest checkpoint the Trainer finished writing (it writes trainer_state.json last)."""
+    if not os.path.isdir(work_dir):
+        return None
+    last = get_last_checkpoint(work_dir)
+    while last and not os.path.exists(os.path.join(last, "trainer_state.json")):
+        shutil.rmtree(last)  # a checkpoint whose write was killed
+        last = get_last_checkpoint(work_dir)
+    if last:
+        print(f"resuming from {last}", flush=True)
+    return last
+
+
+def write_training_metrics(trainer, output_dir) -> list[dict]:
+    """The Trainer's log history (restored from the checkpoint on resume, so the curve is whole)."""
+    history = [row for row in trainer.state.log_history]
+    write_jsonl(Path(output_dir) / METRICS, history)
+    return history
+
+
+def save_model(trainer, tokenizer, output_dir) -> None:
+    trainer.save_model(str(output_dir))
+    tokenizer.save_pretrained(str(output_dir))
+    for leftover in ("training_args.bin",):
+        path = Path(output_dir) / leftover
+        if path.exists():
+            path.unlink()

@@ -1,0 +1,58 @@
+"""Running the workflow from tests: a config derived from tiny.yaml, in a temporary directory."""
+
+import copy
+import re
+import subprocess
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = yaml.safe_load((REPO / "configs" / "tiny.yaml").read_text())
+
+# The tiny config cut to seconds: same rules and stages, minutes of training removed.
+FAST = {
+    "data": {"tiny": {"num_rl_prompts": 100, "num_cold_start": 64, "num_general": 40, "num_eval_math": 20,
+                      "num_eval_general": 10, "num_pretrain_docs": 600}},
+    "base_model": {"build": {"vocab_size": 400, "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 128,
+                             "block_size": 128, "max_steps": 20, "save_steps": 10, "logging_steps": 5}},
+    "cold_start_sft": {"max_steps": 6, "save_steps": 3, "logging_steps": 2},
+    "evaluation": {"settings": {"num_samples": 2, "max_new_tokens": 16, "max_prompts": 6}},
+}
+
+
+def merged(base: dict, override: dict) -> dict:
+    result = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = merged(result[key], value)
+        else:
+            result[key] = value
+    return result
+
+
+def write_config(directory: Path, config: dict) -> Path:
+    path = directory / "config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def snakemake(directory: Path, config_path: Path | None, *args, env=None, check=True) -> subprocess.CompletedProcess:
+    command = ["snakemake", *args, "-s", str(REPO / "Snakefile"), "-d", str(directory), "--cores", "2"]
+    if config_path is not None:
+        command += ["--configfile", str(config_path)]  # last: it takes every value after it
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
+    if check and done.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+def planned_jobs(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a dry run: rule -> number of jobs."""
+    table = output.split("Job stats:", 1)[1]
+    jobs = {}
+    for line in table.splitlines():
+        match = re.match(r"^([A-Za-z_][\w]*)\s+(\d+)$", line.strip())
+        if match and match.group(1) != "total":
+            jobs[match.group(1)] = int(match.group(2))
+    return jobs

@@ -1,0 +1,86 @@
+import random
+
+import pyarrow.parquet as pq
+import pytest
+
+from stages.data import general
+from stages.data.arithmetic import make_problem, solve
+from stages.data.schema import FILES, SCHEMAS, normalize_prompt, read_table
+from stages.data.tiny import TinyDataConfig, generate
+from stages.tokenizer import chat_template_renderer
+from tests.conftest import SMALL_DATA
+
+
+def _generate(seed):
+    return generate(TinyDataConfig(output_dir="unused", seed=seed, **SMALL_DATA), chat_template_renderer())
+
+
+def test_same_seed_same_data_other_seed_other_data():
+    first, second, other = _generate(3), _generate(3), _generate(4)
+    assert first == second
+    assert first["rl_prompts"] != other["rl_prompts"]
+    assert first["pretrain"] != other["pretrain"]
+
+
+def test_held_out_prompts_never_appear_in_training_data():
+    tables = _generate(0)
+    held_out = {normalize_prompt(r["prompt"]) for r in tables["eval_math"]}
+    assert len(held_out) == SMALL_DATA["num_eval_math"]
+    rl = {normalize_prompt(r["prompt"]) for r in tables["rl_prompts"]}
+    cold = {normalize_prompt(r["messages"][0]["content"].split(" Please reason")[0]) for r in tables["cold_start"]}
+    assert not held_out & rl
+    assert not held_out & cold
+    corpus = "\n".join(normalize_prompt(r["text"]) for r in tables["pretrain"])
+    assert not [p for p in held_out if p in corpus]
+    general_eval = {normalize_prompt(r["prompt"]) for r in tables["eval_general"]}
+    assert not general_eval & {normalize_prompt(r["prompt"]) for r in tables["general"]}
+
+
+def test_overlap_check_would_catch_a_planted_duplicate():
+    tables = _generate(0)
+    held_out = {normalize_prompt(r["prompt"]) for r in tables["eval_math"]}
+    planted = tables["eval_math"][0]["prompt"].upper() + "  "
+    assert normalize_prompt(planted) in held_out
+
+
+def test_worked_solutions_reach_the_gold_answer_and_levels_count_steps():
+    for row in _generate(1)["rl_prompts"]:
+        steps = row["worked_solution"].split("\n")
+        assert solve(steps) == int(row["solution"])
+        assert len(steps) == row["level"]
+        assert 0 <= int(row["solution"]) <= 99
+
+
+@pytest.mark.parametrize("level", [1, 2, 3, 4])
+def test_every_level_can_be_generated(level):
+    rng = random.Random(level)
+    problems = [make_problem(rng, level) for _ in range(50)]
+    assert all(len(p.steps) == level for p in problems)
+
+
+def test_general_instructions_cover_every_domain_with_references():
+    rng = random.Random(0)
+    items = [general.make_instruction(rng) for _ in range(400)]
+    assert {d for d, _, _ in items} == set(general.DOMAINS)
+    assert all(prompt and reference for _, prompt, reference in items)
+
+
+def test_cold_start_conversations_end_with_a_boxed_think_summary_answer():
+    for row in _generate(0)["cold_start"]:
+        user, assistant = row["messages"]
+        assert user["role"] == "user" and assistant["role"] == "assistant"
+        assert assistant["content"].startswith("<think>\n") and "\\boxed{" in assistant["content"]
+
+
+def test_parquet_files_have_their_documented_schema(small_data_dir):
+    for stem, kind in FILES.items():
+        table = read_table(small_data_dir / f"{stem}.parquet", kind)
+        assert table.schema.equals(SCHEMAS[kind]), stem
+        assert table.num_rows > 0
+
+
+def test_reading_a_file_of_the_wrong_kind_names_file_and_missing_columns(small_data_dir):
+    path = small_data_dir / "general.parquet"
+    with pytest.raises(ValueError, match=r"general\.parquet.*missing column\(s\) \['solution'"):
+        read_table(path, "reasoning")
+    assert pq.read_table(path).num_rows == SMALL_DATA["num_general"]

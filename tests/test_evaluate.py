@@ -1,0 +1,61 @@
+import json
+
+import pytest
+
+from stages import evaluate
+from stages.evaluate import (IncompleteSamplesError, check_complete, cons_at_k, majority_answer, pass_at_1,
+                             score_set)
+from stages.generation import Sample
+from stages.rewards.verify import AnswerVerifier
+
+
+def test_pass_at_1_is_the_mean_over_prompts_of_the_mean_over_samples():
+    correct = [[True, False, False, False], [True, True, True, True], [False] * 4]
+    assert pass_at_1(correct) == pytest.approx((0.25 + 1.0 + 0.0) / 3)
+
+
+def test_cons_at_k_scores_the_majority_answer():
+    answers = [["3", "4", "4", None],       # majority 4 (wrong)
+               ["7", "7", "8", "8"],         # tie: first seen (7) wins, correct
+               [None, None, None, None],     # no answer at all: wrong
+               ["5", "05", "5.0", "6"]]      # normalised text: "5" x1, "05" x1, "5.0" x1 -> first wins
+    correct = [[True, False, False, False], [True, True, False, False], [False] * 4,
+               [True, True, True, False]]
+    assert majority_answer(answers[0]) == 1
+    assert majority_answer(answers[1]) == 0
+    assert majority_answer(answers[2]) is None
+    assert cons_at_k(answers, correct) == pytest.approx(2 / 4)
+
+
+def test_fewer_than_k_samples_fails_loudly():
+    with pytest.raises(IncompleteSamplesError, match=r"p2 \(3/4\)"):
+        check_complete([[1, 2, 3, 4], [1, 2, 3]], 4, ["p1", "p2"])
+
+
+def test_score_set_on_hand_made_completions():
+    rows = [{"id": "a", "solution": "4", "level": 1}, {"id": "b", "solution": "10", "level": 2}]
+    good = "<think> 2 + 2 = 4. </think> <answer> 4 </answer>"
+    samples = [[Sample(good, 12, True), Sample("<think> x </think> <answer> 5 </answer>", 10, True)],
+               [Sample("The answer is 10.", 6, True), Sample("<think> 5 + 5 = 10. </think> <answer> 10 </answer>", 14, False)]]
+    verifier = AnswerVerifier()
+    scores, records = score_set(rows, samples, "r1_zero", 2, verifier)
+    assert scores["pass_at_1"] == pytest.approx((0.5 + 0.5) / 2)
+    assert scores["cons_at_2"] == pytest.approx(1.0)  # ties resolve to the first sample: 4 and 10
+    assert scores["format_rate"] == pytest.approx(0.75)
+    assert scores["mean_length"] == pytest.approx(42 / 4)
+    assert scores["truncated_rate"] == pytest.approx(0.25)
+    assert [r["correct"] for r in records] == [True, False, False, True]
+
+
+def test_evaluate_cli_writes_scores_samples_and_manifest(tiny_model_dir, small_data_dir, tmp_path):
+    out = tmp_path / "eval"
+    evaluate.main(["--model_path", str(tiny_model_dir), "--template", "r1_zero", "--eval_sets",
+                   f"math={small_data_dir / 'eval_math.parquet'}", "--output_dir", str(out), "--num_samples", "3",
+                   "--max_new_tokens", "8", "--max_prompts", "5"])
+    scores = json.loads((out / "scores.json").read_text())["math"]
+    assert scores["num_prompts"] == 5 and scores["k"] == 3
+    assert 0 <= scores["pass_at_1"] <= 1 and scores["mean_length"] <= 8
+    assert len((out / "samples_math.jsonl").read_text().splitlines()) == 15
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["metrics"]["math"] == scores
+    assert not (tmp_path / "eval.partial").exists()

@@ -1,0 +1,73 @@
+import time
+
+import pytest
+
+from stages.rewards.answers import extract_final_answer, last_boxed, summary_of
+from stages.rewards.format import is_r1_zero_format, is_think_summary_format
+from stages.rewards.verify import AnswerVerifier, fast_verdict
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("so \\boxed{42}.", "42"),
+    ("\\boxed{1} then \\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
+    ("\\boxed{\\{1, 2\\}}", "\\{1, 2\\}"),
+    ("\\boxed{12", None),
+    ("\\boxed{7} and \\boxed{12", "7"),
+    ("no answer", None),
+])
+def test_last_boxed(text, expected):
+    assert last_boxed(text) == expected
+
+
+def test_final_answer_per_template():
+    assert extract_final_answer("<think> 2 + 2 = 4. </think> <answer> 4 </answer>", "r1_zero") == "4"
+    assert extract_final_answer("<think>\\boxed{5}</think>\n\nThe answer is \\boxed{4}.", "chat") == "4"
+    # A boxed answer inside the reasoning is not the final answer.
+    assert extract_final_answer("<think>\\boxed{5}</think>\n\nThe answer is 4.", "chat") is None
+    assert extract_final_answer("<answer></answer>", "r1_zero") is None
+    assert summary_of("<think>a</think>rest") == "rest"
+
+
+@pytest.mark.parametrize("completion, ok", [
+    ("<think> a </think> <answer> 4 </answer>", True),
+    ("<think> a </think> <answer> 4 </answer> trailing text", False),
+    ("<think></think> <answer> 4 </answer>", False),
+    ("<think> a </think> <answer> 4 </answer><answer> 5 </answer>", False),
+    ("<answer> 4 </answer> <think> a </think>", False),
+])
+def test_r1_zero_format(completion, ok):
+    assert is_r1_zero_format(completion) is ok
+
+
+@pytest.mark.parametrize("completion, ok", [
+    ("<think>\n2 + 2 = 4\n</think>\n\nThe answer is \\boxed{4}.", True),
+    ("<think>\n2 + 2 = 4\n</think>", False),
+    ("<think> </think> summary", False),
+    ("<think>a</think> b <think>c</think> d", False),
+    ("<think>a</think> <answer>4</answer>", False),
+])
+def test_think_summary_format(completion, ok):
+    assert is_think_summary_format(completion) is ok
+
+
+@pytest.mark.parametrize("pred, gold, verdict", [
+    ("42", "42", True), ("42.0", "42", True), ("1,000", "1000", True), ("\\frac{1}{2}", "0.5", True),
+    ("$7$", "7", True), ("41", "42", False), ("\\sqrt{2}", "2", None),
+])
+def test_fast_path(pred, gold, verdict):
+    assert fast_verdict(pred, gold) is verdict
+
+
+def test_symbolic_path_and_hard_timeout():
+    verifier = AnswerVerifier(timeout_s=2.0)
+    try:
+        assert verifier("\\sqrt{2}", "2^{1/2}")
+        assert not verifier("\\sqrt{3}", "2^{1/2}")
+        started = time.monotonic()
+        assert verifier("10^{10^{10^{10}}}", "10^{10^{10^{9}}}") is False
+        assert time.monotonic() - started < 2.0 + 1.0
+        assert verifier.timeouts == 1
+        assert verifier("\\sqrt{4}", "2")  # symbolic again: the worker restarted after the kill
+        assert verifier(None, "1") is False
+    finally:
+        verifier.close()

@@ -1,0 +1,49 @@
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from transformers import AutoModelForCausalLM
+
+from stages import sft
+from stages.data.schema import SCHEMAS
+
+
+def test_sft_lowers_the_loss_on_cold_start_data(tiny_model_dir, small_data_dir, tmp_path):
+    out = tmp_path / "dev1"
+    sft.main(["--model_path", str(tiny_model_dir), "--train_data", str(small_data_dir / "cold_start.parquet"),
+              "--output_dir", str(out), "--stage", "cold_start_sft", "--learning_rate", "3e-3",
+              "--num_train_epochs", "3", "--per_device_train_batch_size", "16", "--max_length", "256",
+              "--logging_steps", "2", "--save_steps", "1000"])
+    losses = [row["loss"] for row in map(json.loads, (out / "metrics.jsonl").open()) if "loss" in row]
+    assert len(losses) >= 5
+    assert losses[-1] < 0.7 * losses[0]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["stage"] == "cold_start_sft" and manifest["metrics"]["examples"] == 96
+    AutoModelForCausalLM.from_pretrained(out)
+
+
+def test_loss_falls_on_the_assistant_answer_only(tiny_model_dir, tmp_path):
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    examples = sft.to_prompt_completion([{"id": "x", "messages": [
+        {"role": "user", "content": "What is 2 + 2?"}, {"role": "assistant", "content": "<think>\n2 + 2 = 4\n</think>\n\n\\boxed{4}"}]}],
+        "inline")
+    trainer = SFTTrainer(model=str(tiny_model_dir), processing_class=tokenizer, train_dataset=Dataset.from_list(examples),
+                         args=SFTConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to=[]))
+    row = trainer.train_dataset[0]
+    masked = [label for label in row["labels"] if label != -100]
+    assert tokenizer.decode(masked).startswith("<think>\n2 + 2 = 4")
+    assert "What is 2 + 2?" not in tokenizer.decode(masked)
+
+
+def test_a_conversation_without_an_assistant_answer_is_named(tmp_path):
+    path = tmp_path / "bad.parquet"
+    rows = [{"id": "ok", "domain": "math", "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]},
+            {"id": "broken", "domain": "math", "messages": [{"role": "user", "content": "q"}]}]
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS["sft"]), path)
+    with pytest.raises(ValueError, match=r"bad\.parquet: row 1 \(id 'broken'\)"):
+        sft.load_conversations([str(path)])

@@ -1,0 +1,59 @@
+"""The workflow itself: config validation, the plan, and the tiny DAG end to end through Snakemake."""
+
+import json
+
+import pytest
+
+from tests.snakemake_helpers import FAST, TINY, merged, planned_jobs, snakemake, write_config
+
+EXPECTED_PLAN = {"all": 1, "tiny_data": 1, "base_model": 1, "cold_start_sft": 1, "evaluate": 2, "report": 1}
+
+
+def test_dry_run_of_the_embedded_tiny_config_lists_the_dag(tmp_path, venv_env):
+    done = snakemake(tmp_path, None, "-n", "all", env=venv_env)
+    assert planned_jobs(done.stdout) == EXPECTED_PLAN
+
+
+@pytest.mark.parametrize("override, named", [
+    ({"cold_start_sft": {"learnin_rate": 1e-3}}, ["learnin_rate", "cold_start_sft"]),
+    ({"seed": "zero"}, ["'zero' is not of type 'integer'", "seed"]),
+    ({"evaluation": {"settings": {"num_samples": 0}}}, ["0 is less than the minimum of 1", "num_samples"]),
+    ({"evaluation": {"models": ["base", "dev9"]}}, ["'dev9' is not one of", "models"]),
+    ({"base_model": {"build": TINY["base_model"]["build"], "name_or_path": "Qwen/Qwen2.5-Math-1.5B"}},
+     ["is valid under each of", "base_model"]),
+])
+def test_a_bad_config_fails_before_any_job_and_names_the_key(tmp_path, venv_env, override, named):
+    config = write_config(tmp_path, merged(TINY, override))
+    done = snakemake(tmp_path, config, "-n", "all", env=venv_env, check=False)
+    assert done.returncode != 0
+    message = done.stdout + done.stderr
+    for text in named:
+        assert text in message, message
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_missing_section_is_named(tmp_path, venv_env):
+    config = {k: v for k, v in TINY.items() if k != "cold_start_sft"}
+    done = snakemake(tmp_path, write_config(tmp_path, config), "-n", "all", env=venv_env, check=False)
+    assert done.returncode != 0 and "'cold_start_sft' is a required property" in done.stdout + done.stderr
+
+
+def test_the_tiny_dag_runs_end_to_end(tmp_path, venv_env):
+    config = write_config(tmp_path, merged(TINY, FAST))
+    snakemake(tmp_path, config, "all", env=venv_env)
+    run = tmp_path / "results" / "tiny"
+    for stage in ("data", "base", "cold_start_sft", "eval/base", "eval/cold_start_sft", "report"):
+        manifest = json.loads((run / stage / "manifest.json").read_text())
+        assert manifest["code_version"] and manifest["packages"]["torch"].startswith("2.13.0")
+    for stage in ("base", "cold_start_sft"):
+        assert (run / stage / "metrics.jsonl").stat().st_size > 0
+        assert (run / ".work" / stage).is_dir(), "checkpoints live outside the outputs"
+        assert (run / "benchmarks" / f"{stage}.tsv").exists() and (run / "logs" / f"{stage}.log").exists()
+    table = (run / "report" / "table.md").read_text()
+    assert "| Base |" in table and "| Dev1 (cold-start SFT) |" in table
+    scores = json.loads((run / "report" / "scores.json").read_text())
+    assert scores["cold_start_sft"]["math"]["k"] == 2 and scores["base"]["math"]["num_prompts"] == 6
+    assert not list(run.rglob("*.partial"))
+    # Nothing changed: nothing reruns.
+    again = snakemake(tmp_path, config, "-n", "all", env=venv_env)
+    assert "Nothing to be done" in again.stdout + again.stderr
