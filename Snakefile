@@ -14,6 +14,7 @@ include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/base.smk"
 include: "rules/sft.smk"
+include: "rules/grpo.smk"
 include: "rules/eval.smk"
 include: "rules/report.smk"
 
@@ -23,6 +24,18 @@ rule all:
         rules.report.output,
 
 
+rule r1_zero:
+    # The R1-Zero branch: GRPO straight on the base model, evaluated beside the base.
+    input:
+        eval_dir("base"),
+        eval_dir("r1_zero"),
+
+
 rule dev1:
     input:
         eval_dir("cold_start_sft"),
+
+
+rule dev2:
+    input:
+        eval_dir("reasoning_rl"),

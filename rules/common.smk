@@ -4,9 +4,12 @@ import shlex
 
 from snakemake.utils import validate
 
+from stages.config_checks import cross_field_errors
 from stages.templates import template_for_stage
 
 validate(config, schema="../configs/schema.yaml")
+if cross_field_errors(config):
+    raise ValueError("invalid config:\n  " + "\n  ".join(cross_field_errors(config)))
 
 RUN_DIR = os.path.join(config["results_dir"], config["run_name"])
 

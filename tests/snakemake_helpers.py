@@ -17,6 +17,10 @@ FAST = {
     "base_model": {"build": {"vocab_size": 400, "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 128,
                              "block_size": 128, "max_steps": 20, "save_steps": 10, "logging_steps": 5}},
     "cold_start_sft": {"max_steps": 6, "save_steps": 3, "logging_steps": 2},
+    "r1_zero": {"max_steps": 2, "num_generations": 2, "questions_per_step": 2, "max_completion_length": 8,
+                "save_steps": 1, "logging_steps": 1},
+    "reasoning_rl": {"max_steps": 2, "num_generations": 2, "questions_per_step": 2, "max_completion_length": 8,
+                     "save_steps": 1, "logging_steps": 1},
     "evaluation": {"settings": {"num_samples": 2, "max_new_tokens": 16, "max_prompts": 6}},
 }
 

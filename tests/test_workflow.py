@@ -6,7 +6,8 @@ import pytest
 
 from tests.snakemake_helpers import FAST, TINY, merged, planned_jobs, snakemake, write_config
 
-EXPECTED_PLAN = {"all": 1, "tiny_data": 1, "base_model": 1, "cold_start_sft": 1, "evaluate": 2, "report": 1}
+EXPECTED_PLAN = {"all": 1, "tiny_data": 1, "base_model": 1, "r1_zero_grpo": 1, "cold_start_sft": 1, "reasoning_rl": 1,
+                 "evaluate": 4, "report": 1}
 
 
 def test_dry_run_of_the_embedded_tiny_config_lists_the_dag(tmp_path, venv_env):
@@ -19,6 +20,10 @@ def test_dry_run_of_the_embedded_tiny_config_lists_the_dag(tmp_path, venv_env):
     ({"seed": "zero"}, ["'zero' is not of type 'integer'", "seed"]),
     ({"evaluation": {"settings": {"num_samples": 0}}}, ["0 is less than the minimum of 1", "num_samples"]),
     ({"evaluation": {"models": ["base", "dev9"]}}, ["'dev9' is not one of", "models"]),
+    ({"r1_zero": {"reward_weights": [1.0]}}, ["r1_zero.reward_weights has 1 value(s) but r1_zero.rewards names 2"]),
+    ({"reasoning_rl": {"num_generations": 3, "questions_per_step": 3, "gradient_accumulation_steps": 2}},
+     ["reasoning_rl: questions_per_step x num_generations = 9"]),
+    ({"r1_zero": {"loss_type": "ppo"}}, ["'ppo' is not one of", "loss_type"]),
     ({"base_model": {"build": TINY["base_model"]["build"], "name_or_path": "Qwen/Qwen2.5-Math-1.5B"}},
      ["is valid under each of", "base_model"]),
 ])
@@ -42,15 +47,17 @@ def test_the_tiny_dag_runs_end_to_end(tmp_path, venv_env):
     config = write_config(tmp_path, merged(TINY, FAST))
     snakemake(tmp_path, config, "all", env=venv_env)
     run = tmp_path / "results" / "tiny"
-    for stage in ("data", "base", "cold_start_sft", "eval/base", "eval/cold_start_sft", "report"):
+    for stage in ("data", "base", "r1_zero", "cold_start_sft", "reasoning_rl", "eval/base", "eval/r1_zero",
+                  "eval/cold_start_sft", "eval/reasoning_rl", "report"):
         manifest = json.loads((run / stage / "manifest.json").read_text())
         assert manifest["code_version"] and manifest["packages"]["torch"].startswith("2.13.0")
-    for stage in ("base", "cold_start_sft"):
+    for stage in ("base", "r1_zero", "cold_start_sft", "reasoning_rl"):
         assert (run / stage / "metrics.jsonl").stat().st_size > 0
         assert (run / ".work" / stage).is_dir(), "checkpoints live outside the outputs"
         assert (run / "benchmarks" / f"{stage}.tsv").exists() and (run / "logs" / f"{stage}.log").exists()
     table = (run / "report" / "table.md").read_text()
-    assert "| Base |" in table and "| Dev1 (cold-start SFT) |" in table
+    for name in ("Base", "R1-Zero", "Dev1 (cold-start SFT)", "Dev2 (reasoning RL)"):
+        assert f"| {name} |" in table
     scores = json.loads((run / "report" / "scores.json").read_text())
     assert scores["cold_start_sft"]["math"]["k"] == 2 and scores["base"]["math"]["num_prompts"] == 6
     assert not list(run.rglob("*.partial"))

@@ -1,23 +1,27 @@
 """Finding the final answer in a completion, in either response format."""
 
-import re
-
-ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 BOXED = "\\boxed{"
 MAX_ANSWER_CHARS = 1000  # a final answer longer than this is not an answer
 
 
 def last_boxed(text: str) -> str | None:
-    """Content of the last \\boxed{...}, with nested braces; None when absent or unbalanced."""
+    """Content of the last balanced \\boxed{...}, with nested braces; None when there is none.
+
+    Linear in the text: an earlier \\boxed{ that has not closed by the start of a later unbalanced
+    one never closes (the later one's brace only deepens it), so each scan stops there."""
+    limit = len(text)
     start = text.rfind(BOXED)
     while start != -1:
         depth, i = 1, start + len(BOXED)
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
+        while i < limit and depth:
+            char = text[i]
+            depth += 1 if char == "{" else -1 if char == "}" else 0
             i += 1
         if depth == 0:
             return text[start + len(BOXED): i - 1]
-        start = text.rfind(BOXED, 0, start)  # unbalanced: try an earlier one
+        limit = start
+        start = text.rfind(BOXED, 0, start)
     return None
 
 
@@ -31,10 +35,12 @@ def extract_final_answer(completion: str, template: str) -> str | None:
     """r1_zero: the last <answer> block (a \\boxed{} inside it wins); chat: the last \\boxed{} of
     the summary."""
     if template == "r1_zero":
-        blocks = ANSWER_TAG.findall(completion)
-        if not blocks:
+        end = completion.rfind(ANSWER_CLOSE)
+        start = completion.rfind(ANSWER_OPEN, 0, max(end, 0))
+        if end == -1 or start == -1:
             return None
-        answer = last_boxed(blocks[-1]) or blocks[-1]
+        block = completion[start + len(ANSWER_OPEN): end]
+        answer = last_boxed(block) or block
     else:
         answer = last_boxed(summary_of(completion))
     if answer is None:

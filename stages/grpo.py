@@ -1,0 +1,195 @@
+"""GRPO with TRL's GRPOTrainer: R1-Zero (from the base model, R1-Zero template, accuracy + format)
+and reasoning RL (Dev2: from Dev1, chat template, accuracy + format + language consistency).
+
+    python -m stages.grpo --stage r1_zero --model_path results/tiny/base --template r1_zero \
+        --train_data results/tiny/data/rl_prompts.parquet --output_dir results/tiny/r1_zero
+
+Every knob is a field below with the paper's value in its help. Training curves (total reward, each
+reward's mean, completion length, KL, clip ratio, share of groups whose rewards all tie) go to
+metrics.jsonl and training_curves.png.
+"""
+
+import os
+from dataclasses import dataclass, field
+
+from datasets import Dataset
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback, set_seed
+from trl import GRPOConfig, GRPOTrainer
+
+from stages.artifacts import staged_output
+from stages.cli import parse_config, print_config
+from stages.data.schema import read_table
+from stages.plots import plot_training_curves
+from stages.rewards.functions import Accuracy, RewardSettings, build_reward_functions
+from stages.templates import STOP_STRINGS, TEMPLATES, chat_messages, r1_zero_prompt, render_prompt
+from stages.tokenizer import stop_token_ids
+from stages.training import (common_trainer_args, resume_checkpoint, save_model,
+                             write_training_metrics)
+
+
+@dataclass
+class GRPOStageConfig:
+    model_path: str = field(metadata={"help": "Policy to start from: the base model (R1-Zero) or Dev1 (reasoning RL)."})
+    train_data: list[str] = field(metadata={"help": "Reasoning parquet files (`prompt`, `solution`)."})
+    output_dir: str = field(metadata={"help": "The model directory to write."})
+    work_dir: str = field(default="", metadata={"help": "Checkpoints, outside Snakemake's outputs. Default: <output_dir>.work"})
+    stage: str = field(default="grpo", metadata={"help": "Name recorded in the manifest (r1_zero, reasoning_rl, ...)."})
+    template: str = field(default="chat", metadata={"help": f"Prompt template and response format, one of {TEMPLATES}."})
+    rewards: list[str] = field(default_factory=lambda: ["accuracy", "format"],
+                               metadata={"help": "accuracy, format, tag_count, language, overlong."})
+    reward_weights: list[float] = field(default_factory=lambda: [1.0, 1.0],
+                                        metadata={"help": "One per reward. Paper: accuracy and format equal."})
+    language: str = field(default="en", metadata={"help": "Target language of the CoT for the language reward."})
+    seed: int = field(default=0)
+    learning_rate: float = field(default=3e-6, metadata={"help": "Paper: 3e-6."})
+    beta: float = field(default=0.001, metadata={"help": "KL coefficient (paper: 0.001); 0 loads no reference model."})
+    ref_model_sync_steps: int = field(default=400, metadata={"help": "Refresh the reference model every N steps (paper: 400; 0: never)."})
+    epsilon: float = field(default=0.2, metadata={"help": "Clip range (paper: 10, in its sequence-level form)."})
+    epsilon_high: float = field(default=0.0, metadata={"help": "Upper clip range, DAPO clip-higher 0.28 (0: same as epsilon)."})
+    importance_sampling_level: str = field(default="token", metadata={"help": "token, or sequence (GSPO / the paper's form)."})
+    loss_type: str = field(default="grpo", metadata={"help": "grpo (paper), dr_grpo, dapo, bnpo."})
+    scale_rewards: str = field(default="group", metadata={"help": "group (paper), batch, or none (Dr. GRPO)."})
+    num_generations: int = field(default=16, metadata={"help": "G, outputs per question (paper: 16)."})
+    questions_per_step: int = field(default=32, metadata={"help": "Questions per optimizer step (paper: 32, so 512 outputs)."})
+    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Splits a step's outputs into micro-batches."})
+    num_iterations: int = field(default=1, metadata={"help": "mu: optimisation passes over each batch."})
+    max_prompt_length: int = field(default=0, metadata={"help": "Drop prompts longer than this many tokens (0: keep all)."})
+    max_completion_length: int = field(default=32768, metadata={"help": "Paper: 32,768 (65,536 after step 8.2k)."})
+    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature (paper: 1.0; final RL 0.7)."})
+    top_p: float = field(default=1.0)
+    mask_truncated_completions: bool = field(default=False, metadata={"help": "DAPO overlong filtering."})
+    overlong_buffer: int = field(default=0, metadata={"help": "DAPO soft overlong punishment window (L_cache) for the `overlong` reward."})
+    max_steps: int = field(default=10400, metadata={"help": "Paper, R1-Zero: 10,400 steps."})
+    save_steps: int = field(default=100)
+    logging_steps: int = field(default=1)
+    max_prompts: int = field(default=0, metadata={"help": "Use only the first N prompts (0: all)."})
+    use_vllm: bool = field(default=False, metadata={"help": "Generate with vLLM (GPU)."})
+    vllm_mode: str = field(default="colocate", metadata={"help": "colocate, or server (`trl vllm-serve` on another node)."})
+    vllm_server_host: str = field(default="", metadata={"help": "Host of `trl vllm-serve` in server mode."})
+    deepspeed: str = field(default="", metadata={"help": "DeepSpeed JSON config (GPU runs)."})
+    gradient_checkpointing: bool = field(default=False)
+
+    def __post_init__(self):
+        self.work_dir = self.work_dir or f"{self.output_dir}.work"
+        if len(self.reward_weights) != len(self.rewards):
+            raise ValueError(f"reward_weights has {len(self.reward_weights)} value(s) for {len(self.rewards)} "
+                             f"reward(s) {self.rewards}")
+        if self.template not in TEMPLATES:
+            raise ValueError(f"template must be one of {TEMPLATES}, got {self.template!r}")
+
+    def per_device_batch_size(self, world_size: int) -> int:
+        """TRL counts completions per device per micro-batch; the paper counts questions per step."""
+        completions = self.questions_per_step * self.num_generations
+        if completions % (world_size * self.gradient_accumulation_steps):
+            raise ValueError(f"questions_per_step * num_generations = {completions} completions per step do not split "
+                             f"over {world_size} process(es) x gradient_accumulation_steps "
+                             f"{self.gradient_accumulation_steps}")
+        return completions // (world_size * self.gradient_accumulation_steps)
+
+
+def prompt_dataset(paths: list[str], template: str, max_prompts: int = 0, tokenizer=None,
+                   max_prompt_length: int = 0) -> Dataset:
+    """R1-Zero prompts are raw text; chat prompts are conversations TRL renders with the chat template.
+    Prompts longer than `max_prompt_length` tokens are dropped (TRL's GRPOConfig has no such limit)."""
+    rows = []
+    for path in paths:
+        for index, row in enumerate(read_table(path, "reasoning").to_pylist()):
+            if not row["prompt"] or not row["solution"]:
+                raise ValueError(f"{path}: row {index} (id {row['id']!r}) has an empty prompt or solution")
+            prompt = r1_zero_prompt(row["prompt"]) if template == "r1_zero" else chat_messages(row["prompt"])
+            if max_prompt_length and len(tokenizer(render_prompt(template, row["prompt"], tokenizer),
+                                                   add_special_tokens=False).input_ids) > max_prompt_length:
+                continue
+            rows.append({"prompt": prompt, "solution": row["solution"], "id": row["id"], "level": row["level"]})
+    if not rows:
+        raise ValueError(f"no prompt of {paths} fits max_prompt_length={max_prompt_length}")
+    return Dataset.from_list(rows[:max_prompts] if max_prompts else rows)
+
+
+class VerifierMetrics(TrainerCallback):
+    """Adds the accuracy reward's answer-check timeouts to every log line."""
+
+    def __init__(self, accuracy: Accuracy | None):
+        self.accuracy = accuracy
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.accuracy is not None and logs is not None:
+            logs["accuracy/verify_timeouts"] = self.accuracy.verifier.timeouts
+            if state.log_history:  # the Trainer stored its copy of `logs` before calling back
+                state.log_history[-1]["accuracy/verify_timeouts"] = self.accuracy.verifier.timeouts
+
+
+def stop_settings(tokenizer, template: str, use_vllm: bool) -> tuple[list[int], dict]:
+    """The template's stop strings as extra end-of-sequence ids (one-token strings) or, on vLLM, as
+    `stop` strings."""
+    ids, strings = [], []
+    for text in STOP_STRINGS[template]:
+        token_ids = tokenizer(text, add_special_tokens=False).input_ids
+        if len(token_ids) == 1:
+            ids.append(token_ids[0])
+        else:
+            strings.append(text)
+    if strings and not use_vllm:
+        raise ValueError(f"stop strings {strings} span several tokens: only the vLLM backend can stop on them")
+    return ids, ({"stop": strings, "include_stop_str_in_output": True} if strings else {})
+
+
+def main(argv=None):
+    config = parse_config(GRPOStageConfig, argv)
+    print_config(config)
+    set_seed(config.seed)
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    tokenizer = AutoTokenizer.from_pretrained(config.model_path)
+    model = AutoModelForCausalLM.from_pretrained(config.model_path, dtype="auto")
+    saved_eos = model.generation_config.eos_token_id
+    extra_stop_ids, vllm_stop = stop_settings(tokenizer, config.template, config.use_vllm)
+    model.generation_config.eos_token_id = stop_token_ids(tokenizer) + extra_stop_ids
+
+    settings = RewardSettings(template=config.template, language=config.language,
+                              max_completion_length=config.max_completion_length,
+                              overlong_buffer=config.overlong_buffer or max(1, config.max_completion_length // 4))
+    reward_functions = build_reward_functions(config.rewards, settings)
+    accuracy = next((f for f in reward_functions if isinstance(f, Accuracy)), None)
+    dataset = prompt_dataset(config.train_data, config.template, config.max_prompts, tokenizer,
+                             config.max_prompt_length)
+    print(f"{len(dataset)} prompts", flush=True)
+
+    args = GRPOConfig(
+        learning_rate=config.learning_rate, beta=config.beta, epsilon=config.epsilon,
+        epsilon_high=config.epsilon_high or None, importance_sampling_level=config.importance_sampling_level,
+        loss_type=config.loss_type, scale_rewards=config.scale_rewards, num_generations=config.num_generations,
+        per_device_train_batch_size=config.per_device_batch_size(world_size),
+        gradient_accumulation_steps=config.gradient_accumulation_steps, num_iterations=config.num_iterations,
+        max_completion_length=config.max_completion_length, temperature=config.temperature, top_p=config.top_p,
+        mask_truncated_completions=config.mask_truncated_completions, reward_weights=config.reward_weights,
+        sync_ref_model=config.beta > 0 and config.ref_model_sync_steps > 0,
+        ref_model_sync_steps=config.ref_model_sync_steps or 1, ref_model_mixup_alpha=1.0,
+        max_steps=config.max_steps, lr_scheduler_type="constant", warmup_steps=0,
+        use_vllm=config.use_vllm, vllm_mode=config.vllm_mode,
+        vllm_server_host=config.vllm_server_host or "0.0.0.0", generation_kwargs=vllm_stop or None,
+        gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None,
+        **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps))
+    trainer = GRPOTrainer(model=model, reward_funcs=reward_functions, args=args, train_dataset=dataset,
+                          processing_class=tokenizer, callbacks=[VerifierMetrics(accuracy)])
+    result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
+    model.generation_config.eos_token_id = saved_eos  # the stop at </answer> belongs to this stage's sampling
+
+    inputs = {"model": config.model_path, **{f"train_data_{i}": p for i, p in enumerate(config.train_data)}}
+    with staged_output(config.output_dir, config.stage, config, inputs) as (scratch, headline):
+        save_model(trainer, tokenizer, scratch)
+        history = write_training_metrics(trainer, scratch)
+        plot_training_curves(history, scratch / "training_curves.png", title=config.stage)
+        steps = [row for row in history if "reward" in row]
+        window = max(1, len(steps) // 10)
+        for key in ["reward", "completions/mean_length", *[f"rewards/{n}/mean" for n in config.rewards]]:
+            values = [row[key] for row in steps if key in row]
+            if values:
+                headline[f"first_{key}"] = sum(values[:window]) / len(values[:window])
+                headline[f"last_{key}"] = sum(values[-window:]) / len(values[-window:])
+        headline["train_runtime_s"] = result.metrics.get("train_runtime")
+        headline["verify_timeouts"] = accuracy.verifier.timeouts if accuracy else 0
+    print(f"{config.stage}: {headline}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""The rewards as TRL reward functions: `f(prompts, completions, completion_ids, **columns)` returns
+one float per completion, or None where the reward does not apply (TRL skips those). Dataset
+columns such as `solution` arrive as keyword arguments.
+
+    functions = build_reward_functions(["accuracy", "format"], RewardSettings(template="r1_zero"))
+"""
+
+from dataclasses import dataclass
+
+from stages.rewards.answers import extract_final_answer
+from stages.rewards.format import TAGS, is_well_formatted
+from stages.rewards.language import language_consistency
+from stages.rewards.length import soft_overlong_punishment
+from stages.rewards.verify import AnswerVerifier
+
+
+@dataclass(frozen=True)
+class RewardSettings:
+    template: str = "chat"  # which response format the rewards expect
+    language: str = "en"  # target language of the chain of thought
+    max_completion_length: int = 256  # for the overlong punishment
+    overlong_buffer: int = 64  # DAPO's L_cache
+    verify_timeout_s: float = 5.0
+
+
+def completion_text(completion) -> str:
+    """TRL passes a string for raw prompts and a list of messages for conversational ones."""
+    if isinstance(completion, str):
+        return completion
+    return completion[-1]["content"] if completion else ""
+
+
+class RewardFunction:
+    def __init__(self, name: str, settings: RewardSettings):
+        self.__name__ = name  # TRL logs rewards/<name>/mean
+        self.settings = settings
+
+    def score(self, text: str, num_tokens: int, row: dict) -> float | None:
+        raise NotImplementedError
+
+    def __call__(self, prompts=None, completions=(), completion_ids=None, **columns) -> list[float | None]:
+        scores = []
+        for i, completion in enumerate(completions):
+            row = {key: values[i] for key, values in columns.items() if isinstance(values, list) and len(values) > i}
+            num_tokens = len(completion_ids[i]) if completion_ids is not None else 0
+            scores.append(self.score(completion_text(completion), num_tokens, row))
+        return scores
+
+
+class Accuracy(RewardFunction):
+    """1 if the final answer equals the row's `solution`, else 0; None for rows without one."""
+
+    def __init__(self, name, settings):
+        super().__init__(name, settings)
+        self.verifier = AnswerVerifier(settings.verify_timeout_s)
+
+    def score(self, text, num_tokens, row):
+        solution = row.get("solution")
+        if solution is None or str(solution).strip() == "":
+            return None
+        answer = extract_final_answer(text, self.settings.template)
+        return float(self.verifier(answer, str(solution)))
+
+
+class Format(RewardFunction):
+    def score(self, text, num_tokens, row):
+        return float(is_well_formatted(text, self.settings.template))
+
+
+class TagCount(RewardFunction):
+    """Partial credit per tag that appears exactly as often as the template wants (once or never)."""
+
+    def score(self, text, num_tokens, row):
+        wanted = {tag: 1 for tag in TAGS} if self.settings.template == "r1_zero" else \
+            {"<think>": 1, "</think>": 1, "<answer>": 0, "</answer>": 0}
+        return sum(text.count(tag) == n for tag, n in wanted.items()) / len(wanted)
+
+
+class LanguageConsistency(RewardFunction):
+    def score(self, text, num_tokens, row):
+        return language_consistency(text, self.settings.language)
+
+
+class SoftOverlong(RewardFunction):
+    def score(self, text, num_tokens, row):
+        return soft_overlong_punishment(num_tokens, self.settings.max_completion_length, self.settings.overlong_buffer)
+
+
+REWARDS = {"accuracy": Accuracy, "format": Format, "tag_count": TagCount, "language": LanguageConsistency,
+           "overlong": SoftOverlong}
+
+
+def build_reward_functions(names: list[str], settings: RewardSettings) -> list[RewardFunction]:
+    unknown = [n for n in names if n not in REWARDS]
+    if unknown:
+        raise ValueError(f"unknown reward(s) {unknown}: available {sorted(REWARDS)}")
+    return [REWARDS[name](name, settings) for name in names]

@@ -1,0 +1,83 @@
+import json
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from stages import grpo
+from stages.grpo import GRPOStageConfig, prompt_dataset, stop_settings
+
+CURVE_KEYS = ("reward", "rewards/accuracy/mean", "rewards/format/mean", "completions/mean_length", "kl",
+              "clip_ratio/region_mean", "frac_reward_zero_std", "accuracy/verify_timeouts")
+
+
+def test_r1_zero_grpo_trains_and_writes_curves(tiny_model_dir, small_data_dir, tmp_path):
+    out = tmp_path / "r1_zero"
+    grpo.main(["--stage", "r1_zero", "--template", "r1_zero", "--model_path", str(tiny_model_dir),
+               "--train_data", str(small_data_dir / "rl_prompts.parquet"), "--output_dir", str(out),
+               "--learning_rate", "1e-4", "--num_generations", "4", "--questions_per_step", "2",
+               "--max_completion_length", "12", "--max_steps", "3", "--logging_steps", "1", "--save_steps", "2"])
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").open()]
+    step_rows = [r for r in rows if "reward" in r]
+    assert [r["step"] for r in step_rows] == [1, 2, 3]
+    for key in CURVE_KEYS:
+        assert key in step_rows[-1], key
+    assert (out / "training_curves.png").stat().st_size > 10_000
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["stage"] == "r1_zero" and "last_reward" in manifest["metrics"]
+    model = AutoModelForCausalLM.from_pretrained(out)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    # The stop at </answer> was for this stage's sampling only.
+    assert model.generation_config.eos_token_id == base.generation_config.eos_token_id
+    assert (tmp_path / "r1_zero.work" / "checkpoint-2").is_dir()
+
+
+def test_reasoning_rl_with_the_language_reward_on_chat_prompts(tiny_model_dir, small_data_dir, tmp_path):
+    out = tmp_path / "dev2"
+    grpo.main(["--stage", "reasoning_rl", "--template", "chat", "--model_path", str(tiny_model_dir),
+               "--train_data", str(small_data_dir / "rl_prompts.parquet"), "--output_dir", str(out),
+               "--rewards", "accuracy", "format", "language", "--reward_weights", "1", "1", "1",
+               "--num_generations", "2", "--questions_per_step", "2", "--max_completion_length", "8",
+               "--max_steps", "2", "--beta", "0", "--save_steps", "10"])
+    last = [json.loads(line) for line in (out / "metrics.jsonl").open()][-2]
+    assert "rewards/language/mean" in last and "kl" not in last
+
+
+def test_batch_that_does_not_split_is_named():
+    config = GRPOStageConfig(model_path="m", train_data=["d"], output_dir="o", num_generations=3,
+                             questions_per_step=3, gradient_accumulation_steps=2)
+    with pytest.raises(ValueError, match="9 completions per step do not split"):
+        config.per_device_batch_size(world_size=1)
+    assert GRPOStageConfig(model_path="m", train_data=["d"], output_dir="o").per_device_batch_size(4) == 128
+
+
+def test_reward_weights_must_match_rewards():
+    with pytest.raises(ValueError, match=r"reward_weights has 1 value\(s\) for 2 reward\(s\)"):
+        GRPOStageConfig(model_path="m", train_data=["d"], output_dir="o", reward_weights=[1.0])
+
+
+def test_prompts_per_template(small_data_dir):
+    raw = prompt_dataset([str(small_data_dir / "rl_prompts.parquet")], "r1_zero", max_prompts=3)
+    assert len(raw) == 3 and raw[0]["prompt"].startswith("A conversation between User and Assistant.")
+    chat = prompt_dataset([str(small_data_dir / "rl_prompts.parquet")], "chat", max_prompts=2)
+    assert chat[0]["prompt"][0]["role"] == "user" and "\\boxed{}" in chat[0]["prompt"][0]["content"]
+    assert chat[0]["solution"] == raw[0]["solution"]
+
+
+def test_prompts_over_the_length_limit_are_dropped(small_data_dir, tiny_model_dir):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    path = [str(small_data_dir / "rl_prompts.parquet")]
+    everything = prompt_dataset(path, "chat", tokenizer=tokenizer)
+    lengths = sorted(len(tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True)["input_ids"])
+                     for row in everything)
+    limit = lengths[len(lengths) // 2]
+    kept = prompt_dataset(path, "chat", tokenizer=tokenizer, max_prompt_length=limit)
+    assert len(kept) == sum(n <= limit for n in lengths) < len(everything)
+    with pytest.raises(ValueError, match="fits max_prompt_length=1"):
+        prompt_dataset(path, "chat", tokenizer=tokenizer, max_prompt_length=1)
+
+
+def test_r1_zero_stops_at_the_answer_tag(tiny_model_dir):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    ids, vllm_stop = stop_settings(tokenizer, "r1_zero", use_vllm=False)
+    assert ids == [tokenizer.convert_tokens_to_ids("</answer>")] and vllm_stop == {}
+    assert stop_settings(tokenizer, "chat", use_vllm=False) == ([], {})
