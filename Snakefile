@@ -15,6 +15,7 @@ include: "rules/data.smk"
 include: "rules/base.smk"
 include: "rules/sft.smk"
 include: "rules/grpo.smk"
+include: "rules/rejection.smk"
 include: "rules/eval.smk"
 include: "rules/report.smk"
 
@@ -39,3 +40,14 @@ rule dev1:
 rule dev2:
     input:
         eval_dir("reasoning_rl"),
+
+
+rule dev3:
+    input:
+        eval_dir("mixture_sft"),
+
+
+rule distill:
+    # Every distilled student, evaluated.
+    input:
+        [eval_dir(student) for student in distilled_students()],

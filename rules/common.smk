@@ -11,6 +11,11 @@ validate(config, schema="../configs/schema.yaml")
 if cross_field_errors(config):
     raise ValueError("invalid config:\n  " + "\n  ".join(cross_field_errors(config)))
 
+wildcard_constraints:
+    shard=r"\d+",
+    student=r"[A-Za-z0-9]+",
+
+
 RUN_DIR = os.path.join(config["results_dir"], config["run_name"])
 
 
@@ -36,31 +41,56 @@ def data_file(name):
     return result("data", f"{name}.parquet")
 
 
-def stage_args(section):
-    """A config section as `--key value` flags for the stage CLI (its dataclass fields)."""
+def stage_args(section, exclude=()):
+    """A config section as `--key value` flags for the stage CLI (its dataclass fields); `exclude`
+    names the section's wiring keys, which are not flags."""
     flags = []
     for key, value in section.items():
+        if key in exclude:
+            continue
         values = value if isinstance(value, list) else [value]
         flags.append(f"--{key} " + " ".join(shlex.quote(str(v).lower() if isinstance(v, bool) else str(v)) for v in values))
     return " ".join(flags)
 
 
-def base_model_is_built():
-    return "build" in config["base_model"]
+def student_base(student):
+    return f"student_{student}"
+
+
+def pretrained_model_spec(stage):
+    """The `build` / `name_or_path` section of a pre-trained model (the base, or a student's)."""
+    if stage == "base":
+        return config["base_model"]
+    if stage.startswith("student_"):
+        return config["distillation"]["students"][stage.removeprefix("student_")]
+    return None
+
+
+def is_hub_model(stage):
+    spec = pretrained_model_spec(stage)
+    return spec is not None and "build" not in spec
 
 
 def model_ref(stage):
     """What a stage's model is called on a command line: a directory here, or a hub id."""
-    if stage == "base" and not base_model_is_built():
-        return config["base_model"]["name_or_path"]
-    return result(stage)
+    return pretrained_model_spec(stage)["name_or_path"] if is_hub_model(stage) else result(stage)
 
 
 def model_input(stage):
     """The model as a Snakemake input: nothing for a hub id (downloaded by the job itself)."""
-    if stage == "base" and not base_model_is_built():
-        return []
-    return result(stage)
+    return [] if is_hub_model(stage) else result(stage)
+
+
+def shard_file(shard):
+    return result("rejection_sampling", "shards", f"shard-{shard}.jsonl")
+
+
+def all_shard_files():
+    return [shard_file(i) for i in range(config["rejection_sampling"]["num_shards"])]
+
+
+def distilled_students():
+    return [f"distill_{name}" for name in config["distillation"]["students"]]
 
 
 def eval_set_files():

@@ -18,8 +18,8 @@ from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
 from stages.tokenizer import END_OF_TEXT, stop_token_ids, train_tokenizer
-from stages.training import (common_trainer_args, resume_checkpoint, save_model,
-                             write_training_metrics)
+from stages.training import (claim_work_dir, common_trainer_args, resume_checkpoint, run_fingerprint,
+                             save_model, write_training_metrics)
 
 
 @dataclass
@@ -72,6 +72,8 @@ def main(argv=None):
     config = parse_config(BaseModelConfig, argv)
     print_config(config)
     set_seed(config.seed)
+    inputs = {"corpus": config.corpus}
+    claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
     texts = read_table(config.corpus, "corpus").column("text").to_pylist()
     tokenizer = train_tokenizer(texts, config.vocab_size)
     model = build_model(config, tokenizer)
@@ -91,7 +93,7 @@ def main(argv=None):
                       processing_class=tokenizer)
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
 
-    with staged_output(config.output_dir, "base_model", config, {"corpus": config.corpus}) as (scratch, headline):
+    with staged_output(config.output_dir, "base_model", config, inputs) as (scratch, headline):
         save_model(trainer, tokenizer, scratch)
         history = write_training_metrics(trainer, scratch)
         losses = [row["loss"] for row in history if "loss" in row]

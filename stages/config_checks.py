@@ -18,4 +18,9 @@ def cross_field_errors(config: dict) -> list[str]:
         if completions % accumulation:
             errors.append(f"{section}: questions_per_step x num_generations = {completions} completions per step "
                           f"do not split into gradient_accumulation_steps = {accumulation} micro-batches")
+    students = config.get("distillation", {}).get("students", {})
+    for model in config.get("evaluation", {}).get("models", []):
+        if model.startswith("distill_") and model.removeprefix("distill_") not in students:
+            errors.append(f"evaluation.models names {model}, but distillation.students has no "
+                          f"'{model.removeprefix('distill_')}' (has {sorted(students)})")
     return errors

@@ -18,7 +18,7 @@ from stages.data.schema import read_table
 from stages.generation import SamplingSettings, load_generator
 from stages.rewards.answers import extract_final_answer
 from stages.rewards.format import is_well_formatted
-from stages.rewards.verify import AnswerVerifier, normalize
+from stages.rewards.verify import AnswerVerifier, as_number, normalize
 from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt
 
 
@@ -51,12 +51,23 @@ def check_complete(samples_per_prompt: list[list], k: int, prompt_ids: list[str]
 
 
 def pass_at_1(correct: list[list[bool]]) -> float:
+    if not correct:
+        raise ValueError("no prompts to score")
     return sum(sum(c) / len(c) for c in correct) / len(correct)
+
+
+def vote_key(answer: str | None):
+    """Answers vote by value when they are numbers ("5", "5.0", "05" agree), else by normalised text."""
+    if answer is None:
+        return None
+    text = normalize(answer)
+    number = as_number(text)
+    return number if number is not None else text
 
 
 def majority_answer(answers: list[str | None]) -> int | None:
     """Index of a sample carrying the most frequent answer (first seen wins ties); None if no answer."""
-    keys = [normalize(a) if a is not None else None for a in answers]
+    keys = [vote_key(a) for a in answers]
     counts = Counter(k for k in keys if k is not None)
     if not counts:
         return None
@@ -97,6 +108,9 @@ def score_set(rows, samples, template: str, k: int, verifier: AnswerVerifier):
 def main(argv=None):
     config = parse_config(EvaluateConfig, argv)
     print_config(config)
+    malformed = [item for item in config.eval_sets if "=" not in item]
+    if malformed:
+        raise ValueError(f"--eval_sets items must be NAME=PATH, got {malformed}")
     eval_sets = dict(item.split("=", 1) for item in config.eval_sets)
     generator = load_generator(config.model_path, config.backend,
                                **({"batch_size": config.batch_size} if config.backend == "transformers" else {}))
@@ -112,11 +126,14 @@ def main(argv=None):
             rows = read_table(path, "reasoning").to_pylist()
             if config.max_prompts:
                 rows = rows[: config.max_prompts]
+            if not rows:
+                raise ValueError(f"evaluation set {name} ({path}) has no rows")
+            timeouts_before = verifier.timeouts
             tokenizer = getattr(generator, "tokenizer", None)
             prompts = [render_prompt(config.template, r["prompt"], tokenizer) for r in rows]
             samples = generator.generate(prompts, settings)
             scores, records = score_set(rows, samples, config.template, config.num_samples, verifier)
-            scores["verify_timeouts"] = verifier.timeouts
+            scores["verify_timeouts"] = verifier.timeouts - timeouts_before
             headline[name] = scores
             write_jsonl(scratch / f"samples_{name}.jsonl", records)
             print(f"{name}: " + json.dumps(scores), flush=True)

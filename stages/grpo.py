@@ -23,8 +23,8 @@ from stages.plots import plot_training_curves
 from stages.rewards.functions import Accuracy, RewardSettings, build_reward_functions
 from stages.templates import STOP_STRINGS, TEMPLATES, chat_messages, r1_zero_prompt, render_prompt
 from stages.tokenizer import stop_token_ids
-from stages.training import (common_trainer_args, resume_checkpoint, save_model,
-                             write_training_metrics)
+from stages.training import (claim_work_dir, common_trainer_args, resume_checkpoint, run_fingerprint,
+                             save_model, write_training_metrics)
 
 
 @dataclass
@@ -138,6 +138,8 @@ def main(argv=None):
     config = parse_config(GRPOStageConfig, argv)
     print_config(config)
     set_seed(config.seed)
+    inputs = {"model": config.model_path, **{f"train_data_{i}": p for i, p in enumerate(config.train_data)}}
+    claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     tokenizer = AutoTokenizer.from_pretrained(config.model_path)
     model = AutoModelForCausalLM.from_pretrained(config.model_path, dtype="auto")
@@ -174,7 +176,6 @@ def main(argv=None):
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
     model.generation_config.eos_token_id = saved_eos  # the stop at </answer> belongs to this stage's sampling
 
-    inputs = {"model": config.model_path, **{f"train_data_{i}": p for i, p in enumerate(config.train_data)}}
     with staged_output(config.output_dir, config.stage, config, inputs) as (scratch, headline):
         save_model(trainer, tokenizer, scratch)
         history = write_training_metrics(trainer, scratch)

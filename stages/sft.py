@@ -18,8 +18,8 @@ from trl import SFTConfig, SFTTrainer
 from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
-from stages.training import (common_trainer_args, resume_checkpoint, save_model,
-                             write_training_metrics)
+from stages.training import (claim_work_dir, common_trainer_args, resume_checkpoint, run_fingerprint,
+                             save_model, write_training_metrics)
 
 
 @dataclass
@@ -73,6 +73,8 @@ def main(argv=None):
     config = parse_config(SFTStageConfig, argv)
     print_config(config)
     set_seed(config.seed)
+    inputs = {"model": config.model_path, **{f"train_data_{i}": p for i, p in enumerate(config.train_data)}}
+    claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
     tokenizer = AutoTokenizer.from_pretrained(config.model_path)
     model = AutoModelForCausalLM.from_pretrained(config.model_path, dtype="auto")
     dataset = load_conversations(config.train_data)
@@ -88,7 +90,6 @@ def main(argv=None):
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
 
-    inputs = {"model": config.model_path, **{f"train_data_{i}": p for i, p in enumerate(config.train_data)}}
     with staged_output(config.output_dir, config.stage, config, inputs) as (scratch, headline):
         save_model(trainer, tokenizer, scratch)
         history = write_training_metrics(trainer, scratch)

@@ -1,14 +1,41 @@
 """What every training stage shares: CPU-safe trainer defaults, resuming from the work directory,
 and the training curves written to metrics.jsonl."""
 
+import json
 import os
 import shutil
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 from transformers.trainer_utils import get_last_checkpoint
 
-from stages.artifacts import METRICS, write_jsonl
+from stages.artifacts import METRICS, path_digest, write_jsonl
+
+FINGERPRINT = "fingerprint.json"
+# Settings that change where or how often progress is written, not what it is.
+NOT_FINGERPRINTED = ("output_dir", "work_dir", "output_file", "work_file", "logging_steps", "save_steps",
+                     "prompts_per_batch", "batch_size")
+
+
+def run_fingerprint(config, inputs: dict[str, str]) -> dict:
+    """What a run's progress depends on: its settings and its inputs' contents."""
+    settings = {k: v for k, v in asdict(config).items() if k not in NOT_FINGERPRINTED}
+    return {"config": settings,
+            "inputs": {name: path_digest(p) if os.path.exists(p) else p for name, p in inputs.items()}}
+
+
+def claim_work_dir(work_dir: str, fingerprint: dict) -> None:
+    """Keeps a work directory's checkpoints only if they came from the same settings and inputs:
+    a rerun after a change starts afresh instead of resuming a stale run."""
+    path = Path(work_dir)
+    stamp = path / FINGERPRINT
+    current = json.dumps(fingerprint, sort_keys=True, default=str)
+    if path.exists() and (not stamp.exists() or stamp.read_text() != current):
+        print(f"{work_dir} holds progress of other settings or inputs: starting afresh", flush=True)
+        shutil.rmtree(path)
+    path.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(current)
 
 
 def device_defaults() -> dict:

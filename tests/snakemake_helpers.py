@@ -21,6 +21,17 @@ FAST = {
                 "save_steps": 1, "logging_steps": 1},
     "reasoning_rl": {"max_steps": 2, "num_generations": 2, "questions_per_step": 2, "max_completion_length": 8,
                      "save_steps": 1, "logging_steps": 1},
+    "rejection_sampling": {"num_shards": 2,
+                           "generation": {"num_samples": 2, "max_new_tokens": 12, "max_prompts": 12,
+                                          "prompts_per_batch": 4},
+                           # The seconds-trained model answers nothing right: take what the pool has.
+                           "filters": {"allow_shortfall": True},
+                           "targets": {"math": 5, "general": 5}},
+    "mixture_sft": {"max_steps": 2, "save_steps": 1, "logging_steps": 1},
+    "distillation": {"students": {"small": {"build": {
+        "vocab_size": 400, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+        "intermediate_size": 64, "block_size": 64, "max_steps": 5, "save_steps": 5, "logging_steps": 1}}},
+        "sft": {"max_steps": 2, "save_steps": 1, "logging_steps": 1}},
     "evaluation": {"settings": {"num_samples": 2, "max_new_tokens": 16, "max_prompts": 6}},
 }
 

@@ -6,7 +6,7 @@ import pytest
 from stages.data import general
 from stages.data.arithmetic import make_problem, solve
 from stages.data.schema import FILES, SCHEMAS, normalize_prompt, read_table
-from stages.data.tiny import TinyDataConfig, generate
+from stages.data.tiny import TinyDataConfig, generate, held_out_overlaps
 from stages.tokenizer import chat_template_renderer
 from tests.conftest import SMALL_DATA
 
@@ -24,23 +24,20 @@ def test_same_seed_same_data_other_seed_other_data():
 
 def test_held_out_prompts_never_appear_in_training_data():
     tables = _generate(0)
-    held_out = {normalize_prompt(r["prompt"]) for r in tables["eval_math"]}
-    assert len(held_out) == SMALL_DATA["num_eval_math"]
-    rl = {normalize_prompt(r["prompt"]) for r in tables["rl_prompts"]}
-    cold = {normalize_prompt(r["messages"][0]["content"].split(" Please reason")[0]) for r in tables["cold_start"]}
-    assert not held_out & rl
-    assert not held_out & cold
-    corpus = "\n".join(normalize_prompt(r["text"]) for r in tables["pretrain"])
-    assert not [p for p in held_out if p in corpus]
-    general_eval = {normalize_prompt(r["prompt"]) for r in tables["eval_general"]}
-    assert not general_eval & {normalize_prompt(r["prompt"]) for r in tables["general"]}
+    assert len({normalize_prompt(r["prompt"]) for r in tables["eval_math"]}) == SMALL_DATA["num_eval_math"]
+    assert held_out_overlaps(tables) == []
 
 
-def test_overlap_check_would_catch_a_planted_duplicate():
+@pytest.mark.parametrize("table, make_row", [
+    ("rl_prompts", lambda p: {"prompt": p.upper() + "  "}),
+    ("cold_start", lambda p: {"messages": [{"role": "user", "content": p + " Please reason step by step."}]}),
+    ("pretrain", lambda p: {"text": f"Problem: {p}\nSolution: 1 + 1 = 2."}),
+])
+def test_the_overlap_check_catches_a_planted_held_out_prompt(table, make_row):
     tables = _generate(0)
-    held_out = {normalize_prompt(r["prompt"]) for r in tables["eval_math"]}
-    planted = tables["eval_math"][0]["prompt"].upper() + "  "
-    assert normalize_prompt(planted) in held_out
+    planted = tables["eval_math"][3]["prompt"]
+    tables[table].append(make_row(planted))
+    assert held_out_overlaps(tables) == [normalize_prompt(planted)]
 
 
 def test_worked_solutions_reach_the_gold_answer_and_levels_count_steps():

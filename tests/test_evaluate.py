@@ -18,12 +18,14 @@ def test_cons_at_k_scores_the_majority_answer():
     answers = [["3", "4", "4", None],       # majority 4 (wrong)
                ["7", "7", "8", "8"],         # tie: first seen (7) wins, correct
                [None, None, None, None],     # no answer at all: wrong
-               ["5", "05", "5.0", "6"]]      # normalised text: "5" x1, "05" x1, "5.0" x1 -> first wins
+               ["6", "5", "5.0", "05"]]      # numbers vote by value: 5 x3 beats 6 x1
     correct = [[True, False, False, False], [True, True, False, False], [False] * 4,
-               [True, True, True, False]]
+               [False, True, True, True]]
     assert majority_answer(answers[0]) == 1
     assert majority_answer(answers[1]) == 0
     assert majority_answer(answers[2]) is None
+    assert majority_answer(answers[3]) == 1
+    assert majority_answer(["x+1", "1+x", "x + 1"]) == 0  # text: "x+1" twice
     assert cons_at_k(answers, correct) == pytest.approx(2 / 4)
 
 

@@ -3,11 +3,13 @@
 import json
 
 import pytest
+import torch
 
 from tests.snakemake_helpers import FAST, TINY, merged, planned_jobs, snakemake, write_config
 
 EXPECTED_PLAN = {"all": 1, "tiny_data": 1, "base_model": 1, "r1_zero_grpo": 1, "cold_start_sft": 1, "reasoning_rl": 1,
-                 "evaluate": 4, "report": 1}
+                 "generate_shard": 4, "rejection_sampling": 1, "mixture_sft": 1, "student_base_model": 1, "distill_student": 1,
+                 "evaluate": 6, "report": 1}
 
 
 def test_dry_run_of_the_embedded_tiny_config_lists_the_dag(tmp_path, venv_env):
@@ -19,7 +21,10 @@ def test_dry_run_of_the_embedded_tiny_config_lists_the_dag(tmp_path, venv_env):
     ({"cold_start_sft": {"learnin_rate": 1e-3}}, ["learnin_rate", "cold_start_sft"]),
     ({"seed": "zero"}, ["'zero' is not of type 'integer'", "seed"]),
     ({"evaluation": {"settings": {"num_samples": 0}}}, ["0 is less than the minimum of 1", "num_samples"]),
-    ({"evaluation": {"models": ["base", "dev9"]}}, ["'dev9' is not one of", "models"]),
+    ({"evaluation": {"models": ["base", "dev9"]}},
+     ["'dev9' is not valid under any of the given schemas", "['evaluation']['models'][1]"]),
+    ({"evaluation": {"models": ["base", "distill_big"]}}, ["evaluation.models names distill_big"]),
+    ({"evaluation": {"sets": {"model": "eval_math"}}}, ["'model' should not be valid", "sets"]),
     ({"r1_zero": {"reward_weights": [1.0]}}, ["r1_zero.reward_weights has 1 value(s) but r1_zero.rewards names 2"]),
     ({"reasoning_rl": {"num_generations": 3, "questions_per_step": 3, "gradient_accumulation_steps": 2}},
      ["reasoning_rl: questions_per_step x num_generations = 9"]),
@@ -47,20 +52,26 @@ def test_the_tiny_dag_runs_end_to_end(tmp_path, venv_env):
     config = write_config(tmp_path, merged(TINY, FAST))
     snakemake(tmp_path, config, "all", env=venv_env)
     run = tmp_path / "results" / "tiny"
-    for stage in ("data", "base", "r1_zero", "cold_start_sft", "reasoning_rl", "eval/base", "eval/r1_zero",
-                  "eval/cold_start_sft", "eval/reasoning_rl", "report"):
+    stages = ("base", "r1_zero", "cold_start_sft", "reasoning_rl", "mixture_sft", "distill_small")
+    for stage in ("data", "mixture", "student_small", *stages, *(f"eval/{s}" for s in stages), "report"):
         manifest = json.loads((run / stage / "manifest.json").read_text())
-        assert manifest["code_version"] and manifest["packages"]["torch"].startswith("2.13.0")
-    for stage in ("base", "r1_zero", "cold_start_sft", "reasoning_rl"):
+        assert manifest["code_version"] and manifest["packages"]["torch"] == torch.__version__
+    for stage in stages:
         assert (run / stage / "metrics.jsonl").stat().st_size > 0
         assert (run / ".work" / stage).is_dir(), "checkpoints live outside the outputs"
         assert (run / "benchmarks" / f"{stage}.tsv").exists() and (run / "logs" / f"{stage}.log").exists()
     table = (run / "report" / "table.md").read_text()
-    for name in ("Base", "R1-Zero", "Dev1 (cold-start SFT)", "Dev2 (reasoning RL)"):
+    for name in ("Base", "R1-Zero", "Dev1 (cold-start SFT)", "Dev2 (reasoning RL)", "Dev3 (SFT on the mixture)",
+                 "Distilled small"):
         assert f"| {name} |" in table
     scores = json.loads((run / "report" / "scores.json").read_text())
     assert scores["cold_start_sft"]["math"]["k"] == 2 and scores["base"]["math"]["num_prompts"] == 6
     assert not list(run.rglob("*.partial"))
+    mixture = json.loads((run / "mixture" / "manifest.json").read_text())["metrics"]
+    assert mixture["candidates"] == 12 * 2 == mixture["kept_reasoning"] + sum(mixture["removed"].values())
+    assert mixture["selected"]["general"] == 5
+    dev3 = json.loads((run / "mixture_sft" / "manifest.json").read_text())
+    assert dev3["inputs"]["model"]["path"].endswith("/base"), "Dev3 starts from the base model"
     # Nothing changed: nothing reruns.
     again = snakemake(tmp_path, config, "-n", "all", env=venv_env)
     assert "Nothing to be done" in again.stdout + again.stderr

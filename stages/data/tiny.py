@@ -138,6 +138,18 @@ def generate(config: TinyDataConfig, chat_renderer) -> dict[str, list[dict]]:
     }
 
 
+def held_out_overlaps(tables: dict[str, list[dict]]) -> list[str]:
+    """Held-out prompts that also appear in any training table (must be empty)."""
+    held_out = {normalize_prompt(r["prompt"]) for r in tables["eval_math"] + tables["eval_general"]}
+    seen = [normalize_prompt(r["prompt"]) for r in tables["rl_prompts"] + tables["general"]]
+    seen += [normalize_prompt(m["content"]) for r in tables["cold_start"] for m in r["messages"] if m["role"] == "user"]
+    corpus = "\n".join(normalize_prompt(r["text"]) for r in tables["pretrain"])
+    overlaps = {p for p in seen if p in held_out}
+    overlaps |= {p for p in held_out if p in corpus}
+    overlaps |= {p for p in held_out for s in seen if p in s}  # a held-out prompt inside a longer one
+    return sorted(overlaps)
+
+
 def write_tables(tables: dict[str, list[dict]], directory) -> None:
     for name, rows in tables.items():
         table = pa.Table.from_pylist(rows, schema=SCHEMAS[FILES[name]])
@@ -151,6 +163,9 @@ def main(argv=None):
     print_config(config)
     with staged_output(config.output_dir, "tiny_data", config, inputs={}) as (scratch, headline):
         tables = generate(config, chat_template_renderer())
+        overlaps = held_out_overlaps(tables)
+        if overlaps:
+            raise RuntimeError(f"{len(overlaps)} held-out prompt(s) leaked into training data, e.g. {overlaps[0]!r}")
         write_tables(tables, scratch)
         headline.update({f"rows_{name}": len(rows) for name, rows in tables.items()})
     print(f"wrote {', '.join(f'{k}={v}' for k, v in headline.items())} to {config.output_dir}")

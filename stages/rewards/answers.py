@@ -26,9 +26,12 @@ def last_boxed(text: str) -> str | None:
 
 
 def summary_of(completion: str) -> str:
-    """The text after the reasoning block: what a reader sees (and what the helpful RM judges)."""
+    """The text after the reasoning block: what a reader sees (and what the helpful RM judges).
+    A reasoning block that never closes leaves no summary."""
     end = completion.rfind("</think>")
-    return completion if end == -1 else completion[end + len("</think>"):]
+    if end == -1:
+        return "" if "<think>" in completion else completion
+    return completion[end + len("</think>"):]
 
 
 def extract_final_answer(completion: str, template: str) -> str | None:

@@ -13,11 +13,13 @@ from fractions import Fraction
 NUMBER = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)$")
 FRACTION = re.compile(r"^([-+]?\d+)\s*/\s*(\d+)$|^\\[dt]?frac\{([-+]?\d+)\}\{(\d+)\}$")
 MAX_NUMBER_DIGITS = 200
+WORKER_STARTUP_S = 10.0
 
 
 def normalize(answer: str) -> str:
     answer = answer.strip().strip("$").strip()
     answer = re.sub(r"\\text\{(.*?)\}", r"\1", answer)
+    answer = re.sub(r"(?<=\d)\s+(?=\d)", "␣", answer)  # "1 2" is not "12"
     answer = re.sub(r"\\[,!;: ]|\s+", "", answer)
     answer = answer.replace("{,}", "")  # 1{,}000
     return answer.rstrip(".")
@@ -75,6 +77,7 @@ class AnswerVerifier:
         self.symbolic_calls = 0
         self._process = None
         self._conn = None
+        self._fresh_worker = False
 
     def _start(self) -> None:
         context = multiprocessing.get_context("spawn")  # never fork a process that holds torch threads
@@ -82,6 +85,7 @@ class AnswerVerifier:
         self._process = context.Process(target=_serve, args=(child,), daemon=True)
         self._process.start()
         child.close()
+        self._fresh_worker = True
 
     def _kill(self) -> None:
         if self._process is not None:
@@ -104,8 +108,9 @@ class AnswerVerifier:
             self._start()
         self.symbolic_calls += 1
         self._conn.send((gold, pred))
-        # The first call also pays the worker's start and math-verify's import.
-        deadline = self.timeout_s + (10.0 if self.symbolic_calls == 1 else 0.0)
+        # The first call after a (re)start also pays the worker's start-up and math-verify's import.
+        deadline = self.timeout_s + (WORKER_STARTUP_S if self._fresh_worker else 0.0)
+        self._fresh_worker = False
         if self._conn.poll(deadline):
             try:
                 return self._conn.recv()

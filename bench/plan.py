@@ -1,0 +1,50 @@
+"""How long `snakemake -n` takes to plan the DAG with many generation shards.
+
+    .venv/bin/python bench/plan.py --shards 1000 10000
+
+Prints one line per shard count: the shard count, the planned generate_shard jobs and the wall
+time of the dry run, and the command that measured it. Uses configs/tiny.yaml with only
+`rejection_sampling.num_shards` changed (the plan's size, not the model's, is what is measured).
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def plan_seconds(shards: int) -> tuple[float, int]:
+    config = yaml.safe_load((REPO / "configs" / "tiny.yaml").read_text())
+    config["rejection_sampling"]["num_shards"] = shards
+    with tempfile.TemporaryDirectory() as workdir:
+        path = Path(workdir) / "config.yaml"
+        path.write_text(yaml.safe_dump(config))
+        env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+        started = time.perf_counter()
+        done = subprocess.run(["snakemake", "-n", "all", "-s", str(REPO / "Snakefile"), "-d", workdir, "--cores", "2",
+                               "--quiet", "rules", "--configfile", str(path)],
+                              capture_output=True, text=True, env=env, check=True)
+        elapsed = time.perf_counter() - started
+    jobs = next((int(line.split()[-1]) for line in done.stdout.splitlines() if line.startswith("generate_shard")), 0)
+    return elapsed, jobs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shards", type=int, nargs="+", default=[1000, 10000])
+    args = parser.parse_args()
+    for shards in args.shards:
+        seconds, jobs = plan_seconds(shards)
+        print(f"shards={shards} planned_generate_jobs={jobs} dry_run_s={seconds:.1f}")
+    print("command: " + " ".join([Path(sys.executable).name, "bench/plan.py", "--shards", *map(str, args.shards)]))
+
+
+if __name__ == "__main__":
+    main()

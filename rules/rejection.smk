@@ -1,0 +1,46 @@
+# Rejection sampling: Dev2 samples responses per prompt in shards (scatter), then verification,
+# filters and the mixture with the non-reasoning share (gather).
+
+
+rule generate_shard:
+    input:
+        model=result("reasoning_rl"),
+        prompts=data_file("rl_prompts"),
+    output:
+        shard_file("{shard}"),
+    log:
+        log_file("generate/shard-{shard}"),
+    benchmark:
+        benchmark_file("generate/shard-{shard}")
+    params:
+        work=lambda wc: os.path.join(work_dir("generate"), f"shard-{wc.shard}.jsonl"),
+        num_shards=config["rejection_sampling"]["num_shards"],
+        template=template_for_stage("reasoning_rl"),
+        args=stage_args(config["rejection_sampling"]["generation"]),
+    threads: 1
+    shell:
+        "python -m stages.generate --model_path {input.model} --prompts {input.prompts} --template {params.template}"
+        " --shard_index {wildcards.shard} --num_shards {params.num_shards} --work_file {params.work}"
+        " --output_file {output} --seed {config[seed]} {params.args} > {log} 2>&1"
+
+
+rule rejection_sampling:
+    input:
+        shards=all_shard_files(),
+        general=data_file("general"),
+    output:
+        directory(result("mixture")),
+    log:
+        log_file("rejection_sampling"),
+    benchmark:
+        benchmark_file("rejection_sampling")
+    params:
+        targets=" ".join(f"{d}={n}" for d, n in config["rejection_sampling"]["targets"].items()),
+        template=template_for_stage("reasoning_rl"),
+        language=config["reasoning_rl"].get("language", "en"),  # the language the RL stage rewarded
+        args=stage_args(config["rejection_sampling"]["filters"]),
+    shell:
+        "python -m stages.rejection --shards {input.shards} --general_data {input.general}"
+        " --targets {params.targets} --template {params.template} --language {params.language}"
+        " --output_dir {output} --seed {config[seed]}"
+        " {params.args} > {log} 2>&1"

@@ -1,0 +1,139 @@
+"""Samples N responses per prompt for one shard of a prompt pool (rejection sampling's generation).
+
+    python -m stages.generate --model_path results/tiny/reasoning_rl --prompts results/tiny/data/rl_prompts.parquet \
+        --shard_index 0 --num_shards 4 --work_file results/tiny/.work/generate/shard-0.jsonl \
+        --output_file results/tiny/rejection_sampling/shards/shard-0.jsonl
+
+Rows are appended to `work_file` (outside Snakemake's outputs) one prompt at a time, each line keyed
+by prompt id and sample index. A killed shard resumes where it stopped: on restart, a torn last line
+and any prompt with fewer than N samples are dropped and regenerated, so no sample is lost or
+duplicated. The finished file is copied to `output_file`.
+"""
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stages.cli import parse_config, print_config
+from stages.data.schema import read_table
+from stages.generation import SamplingSettings, load_generator
+from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt
+from stages.training import run_fingerprint
+
+
+@dataclass
+class GenerateConfig:
+    model_path: str = field(metadata={"help": "The policy to sample from (Dev2 in the paper)."})
+    prompts: str = field(metadata={"help": "Reasoning parquet file (the prompt pool)."})
+    output_file: str = field(metadata={"help": "The shard's finished JSONL."})
+    work_file: str = field(default="", metadata={"help": "Append-only progress file. Default: <output_file>.work"})
+    shard_index: int = field(default=0)
+    num_shards: int = field(default=1)
+    template: str = field(default="chat", metadata={"help": f"One of {TEMPLATES}."})
+    num_samples: int = field(default=4, metadata={"help": "Responses per prompt."})
+    temperature: float = field(default=0.6)
+    top_p: float = field(default=0.95)
+    max_new_tokens: int = field(default=256)
+    max_prompts: int = field(default=0, metadata={"help": "Use only the first N prompts of the pool (0: all)."})
+    prompts_per_batch: int = field(default=16, metadata={"help": "Prompts per generate call; progress is saved after each."})
+    backend: str = field(default="transformers")
+    batch_size: int = field(default=64, metadata={"help": "Sequences per generate call (transformers backend)."})
+    seed: int = field(default=0)
+
+    def __post_init__(self):
+        self.work_file = self.work_file or f"{self.output_file}.work"
+        if not 0 <= self.shard_index < self.num_shards:
+            raise ValueError(f"shard_index {self.shard_index} is not in 0..{self.num_shards - 1}")
+
+
+def shard_rows(rows: list[dict], shard_index: int, num_shards: int) -> list[dict]:
+    """Round-robin split: every prompt lands in exactly one shard."""
+    return rows[shard_index::num_shards]
+
+
+def completed_prompts(work_file: Path, num_samples: int) -> set[str]:
+    """Prompt ids with all samples on disk. Rewrites the file without a torn last line or a prompt
+    whose samples were cut short, so appending can go on from a clean state."""
+    if not work_file.exists():
+        return set()
+    rows_by_prompt: dict[str, list[str]] = {}
+    with open(work_file, encoding="utf-8") as f:
+        for line in f:
+            if not line.endswith("\n"):
+                break  # torn by a kill mid-write
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                break
+            rows_by_prompt.setdefault(row["id"], []).append(line)
+    complete = {pid: lines for pid, lines in rows_by_prompt.items()
+                if sorted(json.loads(x)["sample"] for x in lines) == list(range(num_samples))}
+    clean = work_file.with_suffix(work_file.suffix + ".clean")
+    with open(clean, "w", encoding="utf-8") as f:
+        for lines in complete.values():
+            f.writelines(lines)
+    os.replace(clean, work_file)
+    return set(complete)
+
+
+def claim_work_file(work_file: Path, fingerprint: dict) -> None:
+    """Samples on disk are reused only if the same model, prompts and settings made them."""
+    stamp = work_file.with_name(work_file.name + ".fingerprint")
+    current = json.dumps(fingerprint, sort_keys=True, default=str)
+    if work_file.exists() and (not stamp.exists() or stamp.read_text() != current):
+        print(f"{work_file} holds samples of another model or settings: starting afresh", flush=True)
+        work_file.unlink()
+    work_file.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(current)
+    work_file.touch()
+
+
+def main(argv=None):
+    config = parse_config(GenerateConfig, argv)
+    print_config(config)
+    rows = read_table(config.prompts, "reasoning").to_pylist()
+    rows = shard_rows(rows[: config.max_prompts] if config.max_prompts else rows, config.shard_index,
+                      config.num_shards)
+    work_file = Path(config.work_file)
+    claim_work_file(work_file, run_fingerprint(config, {"model": config.model_path, "prompts": config.prompts}))
+    done = completed_prompts(work_file, config.num_samples)
+    todo = [row for row in rows if row["id"] not in done]
+    print(f"shard {config.shard_index}/{config.num_shards}: {len(rows)} prompts, {len(done)} already done, "
+          f"{len(todo)} to generate", flush=True)
+
+    if todo:
+        generator = load_generator(config.model_path, config.backend,
+                                   **({"batch_size": config.batch_size} if config.backend == "transformers" else {}))
+        tokenizer = getattr(generator, "tokenizer", None)
+        for start in range(0, len(todo), config.prompts_per_batch):
+            batch = todo[start:start + config.prompts_per_batch]
+            # A batch's seed depends on its position and the number done, so a resumed shard does not
+            # replay the samples of a fresh one.
+            settings = SamplingSettings(num_samples=config.num_samples, temperature=config.temperature,
+                                        top_p=config.top_p, max_new_tokens=config.max_new_tokens,
+                                        seed=config.seed * 1_000_003 + config.shard_index * 10_007 + len(done) + start,
+                                        stop_strings=STOP_STRINGS[config.template])
+            prompts = [render_prompt(config.template, row["prompt"], tokenizer) for row in batch]
+            samples = generator.generate(prompts, settings)
+            with open(work_file, "a", encoding="utf-8") as f:
+                for row, prompt_samples in zip(batch, samples):
+                    for index, sample in enumerate(prompt_samples):
+                        f.write(json.dumps({"id": row["id"], "sample": index, "prompt": row["prompt"],
+                                            "solution": row["solution"], "level": row["level"],
+                                            "domain": row["domain"], "completion": sample.text,
+                                            "num_tokens": sample.num_tokens, "finished": sample.finished},
+                                           ensure_ascii=False) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            print(f"generated {start + len(batch)}/{len(todo)} prompts", flush=True)
+
+    Path(config.output_file).parent.mkdir(parents=True, exist_ok=True)
+    partial = f"{config.output_file}.partial"
+    shutil.copyfile(work_file, partial)
+    os.replace(partial, config.output_file)
+
+
+if __name__ == "__main__":
+    main()
