@@ -16,6 +16,7 @@ include: "rules/base.smk"
 include: "rules/sft.smk"
 include: "rules/grpo.smk"
 include: "rules/rejection.smk"
+include: "rules/reward_model.smk"
 include: "rules/eval.smk"
 include: "rules/report.smk"
 
@@ -45,6 +46,12 @@ rule dev2:
 rule dev3:
     input:
         eval_dir("mixture_sft"),
+
+
+rule r1:
+    # The main line to R1, every model of it evaluated.
+    input:
+        [eval_dir(stage) for stage in ("base", "cold_start_sft", "reasoning_rl", "mixture_sft", "final_rl")],
 
 
 rule distill:

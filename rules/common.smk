@@ -14,6 +14,7 @@ if cross_field_errors(config):
 wildcard_constraints:
     shard=r"\d+",
     student=r"[A-Za-z0-9]+",
+    kind=r"helpful|harmless",
 
 
 RUN_DIR = os.path.join(config["results_dir"], config["run_name"])

@@ -42,3 +42,29 @@ rule reasoning_rl:
         "python -m stages.grpo --stage reasoning_rl --template {params.template} --model_path {input.model}"
         " --train_data {input.prompts} --output_dir {output} --work_dir {params.work} --seed {config[seed]}"
         " {params.args} > {log} 2>&1"
+
+
+rule final_rl:
+    # R1: GRPO from Dev3; rule rewards on reasoning prompts, reward models on general prompts (last phase).
+    input:
+        model=result("mixture_sft"),
+        prompts=data_file("rl_prompts"),
+        general=data_file("rl_general"),
+        helpful=result("reward_model_helpful"),
+        harmless=result("reward_model_harmless"),
+    output:
+        directory(result("final_rl")),
+    log:
+        log_file("final_rl"),
+    benchmark:
+        benchmark_file("final_rl")
+    params:
+        template=template_for_stage("final_rl"),
+        work=work_dir("final_rl"),
+        args=stage_args(config["final_rl"]),
+    threads: 2
+    shell:
+        "python -m stages.grpo --stage final_rl --template {params.template} --model_path {input.model}"
+        " --train_data {input.prompts} --general_data {input.general} --helpful_reward_model {input.helpful}"
+        " --harmless_reward_model {input.harmless} --output_dir {output} --work_dir {params.work}"
+        " --seed {config[seed]} {params.args} > {log} 2>&1"

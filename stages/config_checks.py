@@ -1,7 +1,7 @@
 """Config rules that a JSON schema cannot state (they relate two keys). The workflow runs these
 right after schema validation, before any job starts; each message names the keys."""
 
-GRPO_SECTIONS = ("r1_zero", "reasoning_rl")
+GRPO_SECTIONS = ("r1_zero", "reasoning_rl", "final_rl")
 
 
 def cross_field_errors(config: dict) -> list[str]:

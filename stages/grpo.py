@@ -9,7 +9,9 @@ reward's mean, completion length, KL, clip ratio, share of groups whose rewards 
 metrics.jsonl and training_curves.png.
 """
 
+import math
 import os
+import random
 from dataclasses import dataclass, field
 
 from datasets import Dataset
@@ -36,7 +38,7 @@ class GRPOStageConfig:
     stage: str = field(default="grpo", metadata={"help": "Name recorded in the manifest (r1_zero, reasoning_rl, ...)."})
     template: str = field(default="chat", metadata={"help": f"Prompt template and response format, one of {TEMPLATES}."})
     rewards: list[str] = field(default_factory=lambda: ["accuracy", "format"],
-                               metadata={"help": "accuracy, format, tag_count, language, overlong."})
+                               metadata={"help": "accuracy, format, tag_count, language, overlong; final RL also helpful_rm, harmless_rm."})
     reward_weights: list[float] = field(default_factory=lambda: [1.0, 1.0],
                                         metadata={"help": "One per reward. Paper: accuracy and format equal."})
     language: str = field(default="en", metadata={"help": "Target language of the CoT for the language reward."})
@@ -63,6 +65,11 @@ class GRPOStageConfig:
     save_steps: int = field(default=100)
     logging_steps: int = field(default=1)
     max_prompts: int = field(default=0, metadata={"help": "Use only the first N prompts (0: all)."})
+    general_data: list[str] = field(default_factory=list, metadata={"help": "Final RL: general prompts (general parquet), rewarded by the reward models."})
+    helpful_reward_model: str = field(default="", metadata={"help": "Final RL: the `helpful_rm` reward's model (judges the summary)."})
+    harmless_reward_model: str = field(default="", metadata={"help": "Final RL: the `harmless_rm` reward's model (judges the whole response)."})
+    general_phase_fraction: float = field(default=400 / 1700, metadata={"help": "Final RL: general prompts only in this last share of the steps (paper: 400 of 1,700)."})
+    general_share: float = field(default=0.5, metadata={"help": "Final RL: share of each step's questions that are general during that phase."})
     use_vllm: bool = field(default=False, metadata={"help": "Generate with vLLM (GPU)."})
     vllm_mode: str = field(default="colocate", metadata={"help": "colocate, or server (`trl vllm-serve` on another node)."})
     vllm_server_host: str = field(default="", metadata={"help": "Host of `trl vllm-serve` in server mode."})
@@ -106,17 +113,68 @@ def prompt_dataset(paths: list[str], template: str, max_prompts: int = 0, tokeni
     return Dataset.from_list(rows[:max_prompts] if max_prompts else rows)
 
 
-class VerifierMetrics(TrainerCallback):
-    """Adds the accuracy reward's answer-check timeouts to every log line."""
+def general_prompt_rows(paths: list[str], template: str) -> list[dict]:
+    """General prompts have no gold answer: the rule accuracy reward skips them, the reward models score them."""
+    rows = []
+    for path in paths:
+        for row in read_table(path, "general").to_pylist():
+            prompt = r1_zero_prompt(row["prompt"]) if template == "r1_zero" else chat_messages(row["prompt"], row["domain"])
+            rows.append({"prompt": prompt, "solution": None, "id": row["id"], "level": 0})
+    if not rows:
+        raise ValueError(f"no general prompts in {paths}")
+    return rows
 
-    def __init__(self, accuracy: Accuracy | None):
+
+def phased_prompts(reasoning: list[dict], general: list[dict], max_steps: int, questions_per_step: int,
+                   phase_start: int, general_share: float, seed: int) -> Dataset:
+    """The final RL schedule as an ordered dataset: reasoning prompts only before `phase_start`, then
+    each step mixes in `general_share` general prompts (the trainer must not shuffle it)."""
+    rng = random.Random(seed)
+    order = []
+    general_per_step = round(questions_per_step * general_share)
+    for step in range(max_steps):
+        n_general = general_per_step if step >= phase_start else 0
+        order += [rng.choice(general) for _ in range(n_general)]
+        order += [rng.choice(reasoning) for _ in range(questions_per_step - n_general)]
+    return Dataset.from_list(order)
+
+
+def build_rewards(config: "GRPOStageConfig", settings: RewardSettings) -> list:
+    """Rule rewards by name, and the reward models for `helpful_rm` / `harmless_rm`, in config order."""
+    model_paths = {"helpful_rm": config.helpful_reward_model, "harmless_rm": config.harmless_reward_model}
+    missing = [name for name in config.rewards if name in model_paths and not model_paths[name]]
+    if missing:
+        raise ValueError(f"reward(s) {missing} need --{missing[0].replace('_rm', '')}_reward_model")
+    rule_names = [name for name in config.rewards if name not in model_paths]
+    by_name = {f.__name__: f for f in build_reward_functions(rule_names, settings)}
+    if any(name in model_paths for name in config.rewards):
+        from stages.rewards.model_rewards import build_model_rewards
+
+        wanted = {name: path for name, path in model_paths.items() if name in config.rewards}
+        by_name.update({f.__name__: f for f in build_model_rewards(wanted.get("helpful_rm", ""),
+                                                                   wanted.get("harmless_rm", ""))})
+    return [by_name[name] for name in config.rewards]
+
+
+class StageMetrics(TrainerCallback):
+    """Adds to every log line the accuracy reward's answer-check timeouts and, in final RL, whether
+    the general (reward-model) phase has begun."""
+
+    def __init__(self, accuracy: Accuracy | None, phase_start: int | None):
         self.accuracy = accuracy
+        self.phase_start = phase_start
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.accuracy is not None and logs is not None:
-            logs["accuracy/verify_timeouts"] = self.accuracy.verifier.timeouts
-            if state.log_history:  # the Trainer stored its copy of `logs` before calling back
-                state.log_history[-1]["accuracy/verify_timeouts"] = self.accuracy.verifier.timeouts
+        if logs is None:
+            return
+        extra = {}
+        if self.accuracy is not None:
+            extra["accuracy/verify_timeouts"] = self.accuracy.verifier.timeouts
+        if self.phase_start is not None:
+            extra["general_phase"] = int(state.global_step > self.phase_start)
+        logs.update(extra)
+        if state.log_history:  # the Trainer stored its copy of `logs` before calling back
+            state.log_history[-1].update(extra)
 
 
 def stop_settings(tokenizer, template: str, use_vllm: bool) -> tuple[list[int], dict]:
@@ -150,10 +208,17 @@ def main(argv=None):
     settings = RewardSettings(template=config.template, language=config.language,
                               max_completion_length=config.max_completion_length,
                               overlong_buffer=config.overlong_buffer or max(1, config.max_completion_length // 4))
-    reward_functions = build_reward_functions(config.rewards, settings)
+    reward_functions = build_rewards(config, settings)
     accuracy = next((f for f in reward_functions if isinstance(f, Accuracy)), None)
     dataset = prompt_dataset(config.train_data, config.template, config.max_prompts, tokenizer,
                              config.max_prompt_length)
+    phase_start = None
+    if config.general_data:
+        general = general_prompt_rows(config.general_data, config.template)
+        phase_start = round(config.max_steps * (1 - config.general_phase_fraction))
+        dataset = phased_prompts(dataset.to_list(), general, config.max_steps, config.questions_per_step, phase_start,
+                                 config.general_share, config.seed)
+        inputs.update({f"general_data_{i}": p for i, p in enumerate(config.general_data)})
     print(f"{len(dataset)} prompts", flush=True)
 
     args = GRPOConfig(
@@ -167,12 +232,13 @@ def main(argv=None):
         sync_ref_model=config.beta > 0 and config.ref_model_sync_steps > 0,
         ref_model_sync_steps=config.ref_model_sync_steps or 1, ref_model_mixup_alpha=1.0,
         max_steps=config.max_steps, lr_scheduler_type="constant", warmup_steps=0,
+        shuffle_dataset=not config.general_data,  # the final RL schedule fixes the order itself
         use_vllm=config.use_vllm, vllm_mode=config.vllm_mode,
         vllm_server_host=config.vllm_server_host or "0.0.0.0", generation_kwargs=vllm_stop or None,
         gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None,
         **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps))
     trainer = GRPOTrainer(model=model, reward_funcs=reward_functions, args=args, train_dataset=dataset,
-                          processing_class=tokenizer, callbacks=[VerifierMetrics(accuracy)])
+                          processing_class=tokenizer, callbacks=[StageMetrics(accuracy, phase_start)])
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
     model.generation_config.eos_token_id = saved_eos  # the stop at </answer> belongs to this stage's sampling
 
@@ -183,7 +249,8 @@ def main(argv=None):
         steps = [row for row in history if "reward" in row]
         window = max(1, len(steps) // 10)
         for key in ["reward", "completions/mean_length", *[f"rewards/{n}/mean" for n in config.rewards]]:
-            values = [row[key] for row in steps if key in row]
+            # A reward that applied to no prompt of a step (a reward model before its phase) logs None/NaN.
+            values = [row[key] for row in steps if isinstance(row.get(key), (int, float)) and not math.isnan(row[key])]
             if values:
                 headline[f"first_{key}"] = sum(values[:window]) / len(values[:window])
                 headline[f"last_{key}"] = sum(values[-window:]) / len(values[-window:])

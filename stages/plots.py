@@ -9,6 +9,7 @@ PANELS = (  # (title, metrics.jsonl keys plotted together)
     ("reward", ("reward",)),
     ("accuracy / format", ("rewards/accuracy/mean", "rewards/format/mean")),
     ("language consistency", ("rewards/language/mean",)),
+    ("reward models (normalised)", ("rewards/helpful_rm/mean", "rewards/harmless_rm/mean")),
     ("mean completion length (tokens)", ("completions/mean_length",)),
     ("KL to reference", ("kl",)),
     ("groups whose rewards all tie", ("frac_reward_zero_std",)),

@@ -81,3 +81,44 @@ def test_r1_zero_stops_at_the_answer_tag(tiny_model_dir):
     ids, vllm_stop = stop_settings(tokenizer, "r1_zero", use_vllm=False)
     assert ids == [tokenizer.convert_tokens_to_ids("</answer>")] and vllm_stop == {}
     assert stop_settings(tokenizer, "chat", use_vllm=False) == ([], {})
+
+
+def test_final_rl_routes_rewards_and_starts_the_general_phase_on_schedule(tiny_model_dir, small_data_dir, tmp_path):
+    from stages import reward_model
+
+    helpful = tmp_path / "rm_helpful"
+    reward_model.main(["--kind", "helpful", "--model_path", str(tiny_model_dir), "--data",
+                       str(small_data_dir / "preferences_helpful.parquet"), "--output_dir", str(helpful),
+                       "--learning_rate", "1e-3", "--per_device_train_batch_size", "16", "--max_length", "128",
+                       "--save_steps", "1000"])
+    out = tmp_path / "r1"
+    grpo.main(["--stage", "final_rl", "--template", "chat", "--model_path", str(tiny_model_dir),
+               "--train_data", str(small_data_dir / "rl_prompts.parquet"),
+               "--general_data", str(small_data_dir / "rl_general.parquet"), "--helpful_reward_model", str(helpful),
+               "--output_dir", str(out),
+               "--rewards", "accuracy", "format", "helpful_rm", "--reward_weights", "1", "1", "1",
+               "--general_phase_fraction", "0.5", "--general_share", "0.5", "--num_generations", "2",
+               "--questions_per_step", "4", "--max_completion_length", "8", "--max_steps", "4", "--beta", "0",
+               "--logging_steps", "1", "--save_steps", "100"])
+    rows = [r for r in map(json.loads, (out / "metrics.jsonl").open()) if "reward" in r]
+    assert [r["general_phase"] for r in rows] == [0, 0, 1, 1]
+    # Before the phase no prompt is general, so the reward model scores nothing.
+    import math
+
+    assert all(r["rewards/helpful_rm/mean"] is None or math.isnan(r["rewards/helpful_rm/mean"]) for r in rows[:2])
+    assert all(0 < r["rewards/helpful_rm/mean"] < 1 for r in rows[2:])
+
+
+def test_model_rewards_need_their_model():
+    with pytest.raises(ValueError, match=r"reward\(s\) \['harmless_rm'\] need --harmless_reward_model"):
+        grpo.build_rewards(GRPOStageConfig(model_path="m", train_data=["d"], output_dir="o",
+                                           rewards=["accuracy", "harmless_rm"], reward_weights=[1, 1]), None)
+
+
+def test_phased_prompts_hold_general_prompts_back_until_the_phase():
+    reasoning = [{"prompt": f"r{i}", "solution": "1"} for i in range(10)]
+    general = [{"prompt": f"g{i}", "solution": None} for i in range(5)]
+    dataset = grpo.phased_prompts(reasoning, general, max_steps=4, questions_per_step=4, phase_start=3,
+                                  general_share=0.5, seed=0)
+    kinds = ["g" if row["prompt"].startswith("g") else "r" for row in dataset]
+    assert len(kinds) == 16 and "g" not in kinds[:12] and kinds[12:].count("g") == 2

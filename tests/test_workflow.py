@@ -8,8 +8,8 @@ import torch
 from tests.snakemake_helpers import FAST, TINY, merged, planned_jobs, snakemake, write_config
 
 EXPECTED_PLAN = {"all": 1, "tiny_data": 1, "base_model": 1, "r1_zero_grpo": 1, "cold_start_sft": 1, "reasoning_rl": 1,
-                 "generate_shard": 4, "rejection_sampling": 1, "mixture_sft": 1, "student_base_model": 1, "distill_student": 1,
-                 "evaluate": 6, "report": 1}
+                 "generate_shard": 4, "rejection_sampling": 1, "mixture_sft": 1, "reward_model": 2, "final_rl": 1,
+                 "student_base_model": 1, "distill_student": 1, "evaluate": 7, "report": 1}
 
 
 def test_dry_run_of_the_embedded_tiny_config_lists_the_dag(tmp_path, venv_env):
@@ -52,8 +52,8 @@ def test_the_tiny_dag_runs_end_to_end(tmp_path, venv_env):
     config = write_config(tmp_path, merged(TINY, FAST))
     snakemake(tmp_path, config, "all", env=venv_env)
     run = tmp_path / "results" / "tiny"
-    stages = ("base", "r1_zero", "cold_start_sft", "reasoning_rl", "mixture_sft", "distill_small")
-    for stage in ("data", "mixture", "student_small", *stages, *(f"eval/{s}" for s in stages), "report"):
+    stages = ("base", "r1_zero", "cold_start_sft", "reasoning_rl", "mixture_sft", "final_rl", "distill_small")
+    for stage in ("data", "mixture", "student_small", "reward_model_helpful", "reward_model_harmless", *stages, *(f"eval/{s}" for s in stages), "report"):
         manifest = json.loads((run / stage / "manifest.json").read_text())
         assert manifest["code_version"] and manifest["packages"]["torch"] == torch.__version__
     for stage in stages:
@@ -62,7 +62,7 @@ def test_the_tiny_dag_runs_end_to_end(tmp_path, venv_env):
         assert (run / "benchmarks" / f"{stage}.tsv").exists() and (run / "logs" / f"{stage}.log").exists()
     table = (run / "report" / "table.md").read_text()
     for name in ("Base", "R1-Zero", "Dev1 (cold-start SFT)", "Dev2 (reasoning RL)", "Dev3 (SFT on the mixture)",
-                 "Distilled small"):
+                 "R1", "Distilled small"):
         assert f"| {name} |" in table
     scores = json.loads((run / "report" / "scores.json").read_text())
     assert scores["cold_start_sft"]["math"]["k"] == 2 and scores["base"]["math"]["num_prompts"] == 6

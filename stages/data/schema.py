@@ -16,13 +16,17 @@ SCHEMAS = {
                           ("domain", pa.string())]),
     # Conversations for SFT: the last message is the assistant's target.
     "sft": pa.schema([("id", pa.string()), ("domain", pa.string()), ("messages", pa.list_(MESSAGE))]),
+    # Preference pairs for a reward model; `split` is train or eval (prompts never shared).
+    "preference": pa.schema([("id", pa.string()), ("prompt", pa.string()), ("chosen", pa.string()),
+                             ("rejected", pa.string()), ("domain", pa.string()), ("split", pa.string())]),
     # Raw pre-training text.
     "corpus": pa.schema([("text", pa.string())]),
 }
 
 FILES = {  # file stem -> schema kind
     "rl_prompts": "reasoning", "cold_start": "sft", "general": "general", "eval_math": "reasoning",
-    "eval_general": "general", "pretrain": "corpus",
+    "eval_general": "general", "pretrain": "corpus", "preferences_helpful": "preference",
+    "preferences_harmless": "preference", "rl_general": "general",
 }
 
 

@@ -7,6 +7,7 @@ every training prompt that equals one of them (after normalisation) is rejected,
 never overlap.
 """
 
+import hashlib
 import random
 from dataclasses import dataclass, field
 
@@ -15,7 +16,7 @@ import pyarrow.parquet as pq
 
 from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
-from stages.data import general
+from stages.data import general, preferences
 from stages.data.arithmetic import make_problem
 from stages.data.schema import FILES, SCHEMAS, normalize_prompt
 from stages.templates import chat_messages, r1_zero_prompt, think_answer_completion, think_summary_completion
@@ -36,6 +37,9 @@ class TinyDataConfig:
     num_pretrain_docs: int = field(default=30000, metadata={"help": "Documents in the base model's corpus."})
     tagged_share: float = field(default=0.2, metadata={"help": "Share of corpus documents in the R1-Zero format."})
     mixed_language_share: float = field(default=0.15, metadata={"help": "Share of tagged CoTs with Chinese steps."})
+    num_preference_pairs: int = field(default=1200, metadata={"help": "Pairs per reward model (helpful, harmless)."})
+    preference_eval_share: float = field(default=0.2, metadata={"help": "Share of preference prompts held out."})
+    num_rl_general: int = field(default=200, metadata={"help": "General and harmful prompts for the final RL stage."})
 
 
 def _unique_problems(rng, n, levels, reject=lambda prompt: False):
@@ -95,6 +99,22 @@ def _corpus_document(rng, config, problem, instruction, chat) -> str:
     return f"Q: {prompt}\nA: {reference}"
 
 
+def _is_held_out_preference(prompt: str, share: float) -> bool:
+    """A stable split by prompt, so no prompt is in both the train and eval pairs."""
+    digest = hashlib.sha256(normalize_prompt(prompt).encode()).digest()
+    return digest[0] < share * 256
+
+
+def _preference_rows(rng, make_pair, n, share, prefix):
+    rows = []
+    for i in range(n):
+        domain, prompt, chosen, rejected = make_pair(rng)
+        split = "eval" if _is_held_out_preference(prompt, share) else "train"
+        rows.append({"id": f"{prefix}-{i:06d}", "prompt": prompt, "chosen": chosen, "rejected": rejected,
+                     "domain": domain, "split": split})
+    return rows
+
+
 def generate(config: TinyDataConfig, chat_renderer) -> dict[str, list[dict]]:
     """All tables as lists of rows. `chat_renderer(messages) -> str` formats chat documents."""
     rng = random.Random(config.seed)
@@ -126,7 +146,19 @@ def generate(config: TinyDataConfig, chat_renderer) -> dict[str, list[dict]]:
     cold_rows = [{"id": f"cold-{i:06d}", "domain": "math", "messages": chat_messages(p.prompt) + [
         {"role": "assistant", "content": think_summary_completion(p.worked_steps, p.answer)}]}
         for i, p in enumerate(cold)]
+    harmless = _preference_rows(rng, preferences.make_harmless_pair, config.num_preference_pairs,
+                                config.preference_eval_share, "harmless")
+    # Final-RL general prompts: the general train pool and the harmful requests of the train split.
+    harmful = sorted({r["prompt"] for r in harmless if r["domain"] == "harmful" and r["split"] == "train"})
+    rl_general = [{"id": f"rlgen-{i:06d}", "prompt": p, "reference": r, "domain": d}
+                  for i, (d, p, r) in enumerate(general_train[: config.num_rl_general - len(harmful)])]
+    rl_general += [{"id": f"rlharm-{i:06d}", "prompt": p, "reference": preferences.REFUSALS[0], "domain": "harmful"}
+                   for i, p in enumerate(harmful)]
     return {
+        "preferences_helpful": _preference_rows(rng, preferences.make_helpful_pair, config.num_preference_pairs,
+                                                config.preference_eval_share, "helpful"),
+        "preferences_harmless": harmless,
+        "rl_general": rl_general,
         "rl_prompts": _reasoning_rows(rl, "rl"),
         "cold_start": cold_rows,
         "general": [{"id": f"gen-{i:06d}", "prompt": p, "reference": r, "domain": d}

@@ -1,0 +1,21 @@
+# Reward models (TRL RewardTrainer): helpfulness and harmlessness, from preference pairs.
+
+
+rule reward_model:
+    input:
+        model=lambda wc: model_input(config["reward_models"]["init"]),
+        data=data_file("preferences_{kind}"),
+    output:
+        directory(result("reward_model_{kind}")),
+    log:
+        log_file("reward_model_{kind}"),
+    benchmark:
+        benchmark_file("reward_model_{kind}")
+    params:
+        model=lambda wc: model_ref(config["reward_models"]["init"]),
+        work=lambda wc: work_dir(f"reward_model_{wc.kind}"),
+        args=lambda wc: stage_args(config["reward_models"][wc.kind]),
+    threads: 2
+    shell:
+        "python -m stages.reward_model --kind {wildcards.kind} --model_path {params.model} --data {input.data}"
+        " --output_dir {output} --work_dir {params.work} --seed {config[seed]} {params.args} > {log} 2>&1"

@@ -1,0 +1,129 @@
+"""Trains a reward model with TRL's RewardTrainer (Bradley-Terry on preference pairs) and reports its
+held-out pairwise accuracy.
+
+    python -m stages.reward_model --kind helpful --model_path results/tiny/base \
+        --data results/tiny/data/preferences_helpful.parquet --output_dir results/tiny/reward_model_helpful
+
+Both of the paper's reward models are trained pairwise here. The paper's safety model is pointwise
+(106K responses labelled safe or unsafe); pairs of a safe and an unsafe response to the same prompt
+carry the same signal, let one trainer and one metric (pairwise accuracy) serve both models, and
+the tiny data can make them directly. The helpful model judges the final summary only; the
+harmless model judges the whole response (the final RL stage feeds them accordingly).
+
+The model directory also holds `reward_stats.json`: the mean and standard deviation of the model's
+scores on held-out responses, which the final RL stage uses to normalise its rewards.
+"""
+
+import json
+import statistics
+from dataclasses import dataclass, field
+
+import torch
+from datasets import Dataset
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, set_seed
+from trl import RewardConfig, RewardTrainer
+
+from stages.artifacts import staged_output
+from stages.cli import parse_config, print_config
+from stages.data.schema import read_table
+from stages.training import (claim_work_dir, common_trainer_args, resume_checkpoint, run_fingerprint,
+                             save_model, write_training_metrics)
+
+KINDS = ("helpful", "harmless")
+REWARD_STATS = "reward_stats.json"
+
+
+@dataclass
+class RewardModelConfig:
+    kind: str = field(metadata={"help": f"One of {KINDS}."})
+    model_path: str = field(metadata={"help": "Initial checkpoint (a sequence-classification head is added)."})
+    data: str = field(metadata={"help": "Preference parquet with a `split` column (train / eval)."})
+    output_dir: str = field(metadata={"help": "The reward model directory to write."})
+    work_dir: str = field(default="", metadata={"help": "Checkpoints. Default: <output_dir>.work"})
+    seed: int = field(default=0)
+    learning_rate: float = field(default=6e-6, metadata={"help": "Paper: 6e-6."})
+    num_train_epochs: float = field(default=1.0, metadata={"help": "Paper: 1 epoch."})
+    per_device_train_batch_size: int = field(default=8, metadata={"help": "Paper: global batch 256."})
+    gradient_accumulation_steps: int = field(default=1)
+    max_length: int = field(default=8192, metadata={"help": "Paper: 8,192 tokens."})
+    center_rewards_coefficient: float = field(default=0.0, metadata={"help": "Keeps scores centred on 0."})
+    deepspeed: str = field(default="")
+    save_steps: int = field(default=100)
+    logging_steps: int = field(default=10)
+
+    def __post_init__(self):
+        self.work_dir = self.work_dir or f"{self.output_dir}.work"
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+
+
+def conversational_pairs(rows: list[dict]) -> Dataset:
+    return Dataset.from_list([{"prompt": [{"role": "user", "content": r["prompt"]}],
+                               "chosen": [{"role": "assistant", "content": r["chosen"]}],
+                               "rejected": [{"role": "assistant", "content": r["rejected"]}]} for r in rows])
+
+
+@torch.inference_mode()
+def score_responses(model, tokenizer, prompts: list[str], responses: list[str], batch_size: int = 64) -> list[float]:
+    """One scalar per (prompt, response), with the chat template the model was trained on."""
+    tokenizer.padding_side = "right"
+    texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}, {"role": "assistant", "content": r}],
+                                           tokenize=False) for p, r in zip(prompts, responses)]
+    scores = []
+    for start in range(0, len(texts), batch_size):
+        batch = tokenizer(texts[start:start + batch_size], return_tensors="pt", padding=True,
+                          add_special_tokens=False).to(model.device)
+        scores += model(**batch).logits[:, 0].float().tolist()
+    return scores
+
+
+def pairwise_accuracy(model, tokenizer, rows: list[dict]) -> tuple[float, list[float]]:
+    prompts = [r["prompt"] for r in rows]
+    chosen = score_responses(model, tokenizer, prompts, [r["chosen"] for r in rows])
+    rejected = score_responses(model, tokenizer, prompts, [r["rejected"] for r in rows])
+    return sum(c > r for c, r in zip(chosen, rejected)) / len(rows), chosen + rejected
+
+
+def main(argv=None):
+    config = parse_config(RewardModelConfig, argv)
+    print_config(config)
+    set_seed(config.seed)
+    rows = read_table(config.data, "preference").to_pylist()
+    train = [r for r in rows if r["split"] == "train"]
+    held_out = [r for r in rows if r["split"] == "eval"]
+    if not train or not held_out:
+        raise ValueError(f"{config.data}: needs both train and eval pairs (has {len(train)} train, "
+                         f"{len(held_out)} eval)")
+    inputs = {"model": config.model_path, "data": config.data}
+    claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
+    tokenizer = AutoTokenizer.from_pretrained(config.model_path)
+    model = AutoModelForSequenceClassification.from_pretrained(config.model_path, num_labels=1, dtype="auto")
+    model.config.pad_token_id = tokenizer.pad_token_id
+    accuracy_before, _ = pairwise_accuracy(model.eval(), tokenizer, held_out)
+
+    args = RewardConfig(
+        learning_rate=config.learning_rate, num_train_epochs=config.num_train_epochs,
+        per_device_train_batch_size=config.per_device_train_batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps, max_length=config.max_length,
+        center_rewards_coefficient=config.center_rewards_coefficient or None, lr_scheduler_type="cosine",
+        warmup_steps=0.05, deepspeed=config.deepspeed or None,
+        **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps))
+    trainer = RewardTrainer(model=model, args=args, train_dataset=conversational_pairs(train),
+                            processing_class=tokenizer)
+    result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
+    accuracy, held_out_scores = pairwise_accuracy(trainer.model.eval(), tokenizer, held_out)
+
+    with staged_output(config.output_dir, f"reward_model_{config.kind}", config, inputs) as (scratch, headline):
+        save_model(trainer, tokenizer, scratch)
+        write_training_metrics(trainer, scratch)
+        stats = {"mean": statistics.fmean(held_out_scores), "std": statistics.pstdev(held_out_scores) or 1.0}
+        (scratch / REWARD_STATS).write_text(json.dumps(stats) + "\n")
+        headline.update({"kind": config.kind, "train_pairs": len(train), "held_out_pairs": len(held_out),
+                         "held_out_pairwise_accuracy_before": accuracy_before,
+                         "held_out_pairwise_accuracy": accuracy, "score_stats": stats,
+                         "train_runtime_s": result.metrics.get("train_runtime")})
+    print(f"reward_model_{config.kind}: {headline}")
+
+
+if __name__ == "__main__":
+    main()

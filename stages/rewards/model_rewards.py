@@ -1,0 +1,71 @@
+"""Reward-model rewards for the final RL stage: the helpful model scores the final summary, the
+harmless model the whole response, on general prompts only (rows without a gold `solution`);
+reasoning prompts get None, so TRL leaves them to the rule rewards.
+
+Scores are normalised so that they do not drown the rule rewards: z = (score - mean) / std with the
+mean and standard deviation the reward model's own scores had on its held-out responses
+(reward_stats.json), then squashed by a sigmoid into (0, 1), the range of accuracy and format.
+"""
+
+import json
+import math
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from stages.rewards.answers import summary_of
+from stages.rewards.functions import RewardFunction, completion_text
+
+REWARD_STATS = "reward_stats.json"
+
+
+def prompt_text(prompt) -> str:
+    """The user's request, from a raw prompt string or a conversation."""
+    if isinstance(prompt, str):
+        return prompt
+    return next((m["content"] for m in reversed(prompt) if m["role"] == "user"), "")
+
+
+class RewardModelReward(RewardFunction):
+    def __init__(self, name: str, model_path: str, judge_summary_only: bool, batch_size: int = 32):
+        super().__init__(name, settings=None)
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        self.tokenizer.padding_side = "right"
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.model = AutoModelForSequenceClassification.from_pretrained(model_path, dtype="auto").to(device).eval()
+        stats = json.loads((Path(model_path) / REWARD_STATS).read_text())
+        self.mean, self.std = stats["mean"], stats["std"] or 1.0
+        self.judge_summary_only = judge_summary_only
+        self.batch_size = batch_size
+
+    def normalise(self, score: float) -> float:
+        return 1.0 / (1.0 + math.exp(-(score - self.mean) / self.std))
+
+    @torch.inference_mode()
+    def __call__(self, prompts=None, completions=(), completion_ids=None, solution=None, **columns):
+        applicable = [i for i in range(len(completions)) if solution is None or not solution[i]]
+        scores: list[float | None] = [None] * len(completions)
+        for start in range(0, len(applicable), self.batch_size):
+            indices = applicable[start:start + self.batch_size]
+            texts = []
+            for i in indices:
+                response = completion_text(completions[i])
+                response = summary_of(response) if self.judge_summary_only else response
+                texts.append(self.tokenizer.apply_chat_template(
+                    [{"role": "user", "content": prompt_text(prompts[i])}, {"role": "assistant", "content": response}],
+                    tokenize=False))
+            batch = self.tokenizer(texts, return_tensors="pt", padding=True, truncation=True, max_length=1024,
+                                   add_special_tokens=False).to(self.model.device)
+            for i, score in zip(indices, self.model(**batch).logits[:, 0].float().tolist()):
+                scores[i] = self.normalise(score)
+        return scores
+
+
+def build_model_rewards(helpful_path: str, harmless_path: str) -> list[RewardModelReward]:
+    rewards = []
+    if helpful_path:
+        rewards.append(RewardModelReward("helpful_rm", helpful_path, judge_summary_only=True))
+    if harmless_path:
+        rewards.append(RewardModelReward("harmless_rm", harmless_path, judge_summary_only=False))
+    return rewards

@@ -1,0 +1,39 @@
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from stages import reward_model
+from stages.data.schema import SCHEMAS
+
+
+def test_reward_model_learns_held_out_preferences(tiny_model_dir, small_data_dir, tmp_path):
+    out = tmp_path / "rm"
+    reward_model.main(["--kind", "harmless", "--model_path", str(tiny_model_dir), "--data",
+                       str(small_data_dir / "preferences_harmless.parquet"), "--output_dir", str(out),
+                       "--learning_rate", "1e-3", "--num_train_epochs", "2", "--per_device_train_batch_size", "16",
+                       "--max_length", "128", "--save_steps", "1000"])
+    metrics = json.loads((out / "manifest.json").read_text())["metrics"]
+    assert metrics["held_out_pairs"] > 0
+    assert metrics["held_out_pairwise_accuracy"] >= 0.75
+    assert metrics["held_out_pairwise_accuracy"] > metrics["held_out_pairwise_accuracy_before"] + 0.1
+    stats = json.loads((out / "reward_stats.json").read_text())
+    assert stats["std"] > 0
+
+
+def test_preference_splits_never_share_a_prompt(small_data_dir):
+    for kind in ("helpful", "harmless"):
+        rows = pq.read_table(small_data_dir / f"preferences_{kind}.parquet").to_pylist()
+        train = {r["prompt"] for r in rows if r["split"] == "train"}
+        held_out = {r["prompt"] for r in rows if r["split"] == "eval"}
+        assert train and held_out and not train & held_out
+
+
+def test_data_without_held_out_pairs_is_named(tmp_path):
+    path = tmp_path / "pairs.parquet"
+    rows = [{"id": "1", "prompt": "p", "chosen": "a", "rejected": "b", "domain": "qa", "split": "train"}]
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS["preference"]), path)
+    with pytest.raises(ValueError, match=r"pairs\.parquet: needs both train and eval pairs \(has 1 train, 0 eval\)"):
+        reward_model.main(["--kind", "helpful", "--model_path", "unused", "--data", str(path), "--output_dir",
+                           str(tmp_path / "rm")])
