@@ -1,9 +1,16 @@
-# The report: the paper-style stage table over every evaluated model.
+# The report: the paper-style stage table over every evaluated model, the RL stages' curves, the
+# mixture's counts and the reward models' accuracy.
+
+RL_STAGES = ["r1_zero", "reasoning_rl", "final_rl"]
+REWARD_MODELS = [result(f"reward_model_{kind}") for kind in ("helpful", "harmless")]
 
 
 rule report:
     input:
-        [eval_dir(stage) for stage in evaluated_models()],
+        evals=[eval_dir(stage) for stage in evaluated_models()],
+        rl=[result(stage) for stage in RL_STAGES],
+        mixture=result("mixture"),
+        reward_models=REWARD_MODELS,
     output:
         directory(result("report")),
     log:
@@ -15,5 +22,5 @@ rule report:
         eval_root=result("eval"),
     localrule: True
     shell:
-        "python -m stages.report --eval_root {params.eval_root} --stages {params.stages}"
-        " --output_dir {output} > {log} 2>&1"
+        "python -m stages.report --eval_root {params.eval_root} --stages {params.stages} --rl_stages {input.rl}"
+        " --mixture {input.mixture} --reward_models {input.reward_models} --output_dir {output} > {log} 2>&1"

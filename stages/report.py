@@ -1,11 +1,14 @@
 """The report: the paper's stage table (one row per model, one column group per evaluation set),
-as Markdown, JSON and a self-contained HTML page.
+the RL stages' training curves, the SFT mixture's counts and the reward models' held-out accuracy,
+as Markdown, JSON and one self-contained HTML page (plots embedded).
 
-    python -m stages.report --eval_root results/tiny/eval --stages base cold_start_sft --output_dir results/tiny/report
+    python -m stages.report --eval_root results/tiny/eval --stages base cold_start_sft \
+        --rl_stages results/tiny/r1_zero --mixture results/tiny/mixture --output_dir results/tiny/report
     python -m stages.report --show results/tiny/report      # print the table of a finished report
 """
 
 import argparse
+import base64
 import html
 import json
 import sys
@@ -18,6 +21,7 @@ STAGE_NAMES = {  # the paper's names for each stage's model
     "reasoning_rl": "Dev2 (reasoning RL)", "mixture_sft": "Dev3 (SFT on the mixture)", "final_rl": "R1",
 }
 COLUMNS = ("pass_at_1", "cons_at_k", "format_rate", "mean_length")
+CURVES = "training_curves.png"
 
 
 def display_name(stage: str) -> str:
@@ -51,23 +55,50 @@ def table_rows(scores: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def mixture_rows(mixture_dir: Path) -> tuple[list[str], list[list[str]]]:
+    metrics = read_manifest(mixture_dir)["metrics"]
+    rows = [["candidates sampled", str(metrics["candidates"])]]
+    rows += [[f"removed: {reason}", str(n)] for reason, n in sorted(metrics["removed"].items())]
+    rows += [[f"selected: {domain}", str(n)] for domain, n in sorted(metrics["selected"].items())]
+    rows.append(["mixture total", str(metrics["total"])])
+    return ["", "count"], rows
+
+
+def reward_model_rows(dirs: list[Path]) -> tuple[list[str], list[list[str]]]:
+    rows = []
+    for directory in dirs:
+        m = read_manifest(directory)["metrics"]
+        rows.append([m["kind"], str(m["held_out_pairs"]), f"{m['held_out_pairwise_accuracy_before']:.3f}",
+                     f"{m['held_out_pairwise_accuracy']:.3f}"])
+    return ["reward model", "held-out pairs", "pairwise accuracy before training", "after"], rows
+
+
 def markdown(header, rows) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
-def html_page(header, rows, title: str) -> str:
+def html_table(header, rows) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def embedded_png(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<img alt="{html.escape(path.parent.name)} training curves" src="data:image/png;base64,{data}">'
+
+
+def html_page(title: str, sections: list[tuple[str, str, str]]) -> str:
+    """sections: (heading, explanation, html body)."""
+    parts = "".join(f"<h2>{html.escape(h)}</h2><p>{html.escape(p)}</p>{body}" for h, p, body in sections)
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #999;padding:4px 8px;text-align:right}}td:first-child{{text-align:left}}</style>
-</head><body><h1>{html.escape(title)}</h1>
-<p>pass@1: mean correctness over k samples per prompt; cons@k: majority vote over the k samples;
-format rate: share of samples in the model's response format; mean length in tokens.</p>
-<table><tr>{head}</tr>{body}</table></body></html>
+<style>body{{font-family:sans-serif;margin:2em;max-width:1700px}}table{{border-collapse:collapse;margin-bottom:1em}}
+td,th{{border:1px solid #999;padding:4px 8px;text-align:right}}td:first-child{{text-align:left}}
+img{{max-width:100%;border:1px solid #ddd;margin-bottom:1em}}</style>
+</head><body><h1>{html.escape(title)}</h1>{parts}</body></html>
 """
 
 
@@ -79,9 +110,12 @@ def show(report_dir: Path) -> None:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--eval_root", type=Path)
-    parser.add_argument("--stages", nargs="+")
+    parser.add_argument("--stages", nargs="+", help="evaluated models, in table order")
+    parser.add_argument("--rl_stages", nargs="*", type=Path, default=[], help="RL stage directories (curves)")
+    parser.add_argument("--mixture", type=Path, help="the rejection-sampling mixture directory")
+    parser.add_argument("--reward_models", nargs="*", type=Path, default=[], help="reward model directories")
     parser.add_argument("--output_dir", type=Path)
-    parser.add_argument("--title", default="r1-pipeline: stage table")
+    parser.add_argument("--title", default="r1-pipeline report")
     parser.add_argument("--show", type=Path, help="print the table of an existing report and exit")
     args = parser.parse_args(argv)
     if args.show:
@@ -91,11 +125,31 @@ def main(argv=None):
         parser.error("--eval_root, --stages and --output_dir are required (or --show)")
     scores = collect(args.eval_root, args.stages)
     header, rows = table_rows(scores)
+    sections = [("Stage table", "pass@1: mean correctness over k samples per prompt (temperature 0.6, top-p 0.95); "
+                 "cons@k: majority vote over the k samples; format rate: share of samples in the model's response "
+                 "format; mean length in tokens.", html_table(header, rows))]
+    markdown_parts = [markdown(header, rows)]
+    for stage_dir in args.rl_stages:
+        if (stage_dir / CURVES).exists():
+            sections.append((f"Training curves: {display_name(stage_dir.name)}",
+                             "Per logging step: reward, each reward's mean, mean completion length, KL, share of "
+                             "groups whose rewards all tie.", embedded_png(stage_dir / CURVES)))
+    if args.mixture:
+        mix_header, mix_rows = mixture_rows(args.mixture)
+        sections.append(("SFT mixture (rejection sampling)", "Every candidate is either removed by one filter or "
+                         "kept; the mixture fills each domain's target.", html_table(mix_header, mix_rows)))
+        markdown_parts.append(markdown(mix_header, mix_rows))
+    if args.reward_models:
+        rm_header, rm_rows = reward_model_rows(args.reward_models)
+        sections.append(("Reward models", "Share of held-out pairs whose chosen response scores higher.",
+                         html_table(rm_header, rm_rows)))
+        markdown_parts.append(markdown(rm_header, rm_rows))
+
     inputs = {stage: str(args.eval_root / stage / "manifest.json") for stage in args.stages}
     with staged_output(args.output_dir, "report", vars(args), inputs) as (scratch, headline):
         (scratch / "scores.json").write_text(json.dumps(scores, indent=2) + "\n")
-        (scratch / "table.md").write_text(markdown(header, rows))
-        (scratch / "report.html").write_text(html_page(header, rows, args.title))
+        (scratch / "table.md").write_text("\n".join(markdown_parts))
+        (scratch / "report.html").write_text(html_page(args.title, sections))
         headline["models"] = len(rows)
     show(args.output_dir)
 

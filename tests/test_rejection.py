@@ -126,8 +126,15 @@ def test_rejection_cli_writes_the_mixture_and_counts_that_add_up(small_data_dir,
     manifest = json.loads((out / "manifest.json").read_text())["metrics"]
     assert manifest["candidates"] == 4 == manifest["kept_reasoning"] + sum(manifest["removed"].values())
     assert manifest["selected"] == {"math": 2, "general": 3} and manifest["total"] == 5
+    # Re-score every reasoning example of the mixture against its prompt's gold answer.
+    from stages.rewards.functions import RewardSettings, build_reward_functions
+
+    gold = {row["id"]: row["solution"] for row in rows}
     math_rows = [r for r in mixture if r["domain"] == "math"]
-    assert all(r["messages"][-1]["content"] == GOOD for r in math_rows)
+    (accuracy,) = build_reward_functions(["accuracy"], RewardSettings(template="chat"))
+    scores = accuracy(completions=[r["messages"][-1]["content"] for r in math_rows],
+                      solution=[gold[r["id"].rsplit("-s", 1)[0]] for r in math_rows])
+    assert scores == [1.0, 1.0]
 
 
 def test_a_broken_shard_line_is_named(tmp_path):

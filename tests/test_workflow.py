@@ -64,6 +64,9 @@ def test_the_tiny_dag_runs_end_to_end(tmp_path, venv_env):
     for name in ("Base", "R1-Zero", "Dev1 (cold-start SFT)", "Dev2 (reasoning RL)", "Dev3 (SFT on the mixture)",
                  "R1", "Distilled small"):
         assert f"| {name} |" in table
+    page = (run / "report" / "report.html").read_text()
+    assert page.count('src="data:image/png;base64,') == 3, "one curve per RL stage, embedded"
+    assert "SFT mixture (rejection sampling)" in page and "Reward models" in page
     scores = json.loads((run / "report" / "scores.json").read_text())
     assert scores["cold_start_sft"]["math"]["k"] == 2 and scores["base"]["math"]["num_prompts"] == 6
     assert not list(run.rglob("*.partial"))
@@ -75,3 +78,39 @@ def test_the_tiny_dag_runs_end_to_end(tmp_path, venv_env):
     # Nothing changed: nothing reruns.
     again = snakemake(tmp_path, config, "-n", "all", env=venv_env)
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_a_generation_shard_killed_mid_way_finishes_on_rerun_without_loss_or_duplicates(tmp_path, venv_env):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from tests.snakemake_helpers import REPO
+
+    config = merged(TINY, FAST)
+    config["rejection_sampling"]["generation"].update({"max_prompts": 200, "prompts_per_batch": 1})
+    config_path = write_config(tmp_path, config)
+    run = tmp_path / "results" / "tiny"
+    snakemake(tmp_path, config_path, "results/tiny/reasoning_rl", env=venv_env)  # targets: relative to -d
+    target = "results/tiny/rejection_sampling/shards/shard-0.jsonl"
+    shard = tmp_path / target
+    work = run / ".work" / "generate" / "shard-0.jsonl"
+    command = ["snakemake", target, "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "1",
+               "--configfile", str(config_path)]
+    job = subprocess.Popen(command, env=venv_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and (not work.exists() or len(work.read_text().splitlines()) < 6):
+        time.sleep(0.2)
+    os.killpg(job.pid, signal.SIGKILL)  # the whole job, as a node failure would
+    job.wait()
+    assert not shard.exists(), "killed before the shard finished"
+    partial = len(work.read_text().splitlines())
+    assert 6 <= partial < 100
+
+    snakemake(tmp_path, config_path, "--unlock", env=venv_env)  # the killed Snakemake left its lock
+    snakemake(tmp_path, config_path, target, "--rerun-incomplete", env=venv_env)
+    rows = [json.loads(line) for line in shard.read_text().splitlines()]
+    keys = [(row["id"], row["sample"]) for row in rows]
+    assert len(keys) == len(set(keys)) == 50 * 2  # 200 prompts over 4 shards, 2 samples each
