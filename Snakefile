@@ -10,6 +10,9 @@ if not workflow.overwrite_configfiles:
 
 
 
+report: "docs/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/base.smk"

@@ -12,7 +12,8 @@ rule report:
         mixture=result("mixture"),
         reward_models=REWARD_MODELS,
     output:
-        directory(result("report")),
+        report(directory(result("report")), patterns=["{name}.html"], category="Report",
+               caption="../docs/report_caption.rst"),
     log:
         log_file("report"),
     benchmark:
