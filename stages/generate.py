@@ -20,7 +20,7 @@ from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
 from stages.generation import SamplingSettings, load_generator
 from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt
-from stages.training import run_fingerprint
+from stages.training import progress_is_stale, run_fingerprint, write_stamp
 
 
 @dataclass
@@ -81,12 +81,11 @@ def completed_prompts(work_file: Path, num_samples: int) -> set[str]:
 def claim_work_file(work_file: Path, fingerprint: dict) -> None:
     """Samples on disk are reused only if the same model, prompts and settings made them."""
     stamp = work_file.with_name(work_file.name + ".fingerprint")
-    current = json.dumps(fingerprint, sort_keys=True, default=str)
-    if work_file.exists() and (not stamp.exists() or stamp.read_text() != current):
+    if work_file.exists() and progress_is_stale(stamp, fingerprint):
         print(f"{work_file} holds samples of another model or settings: starting afresh", flush=True)
         work_file.unlink()
     work_file.parent.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(current)
+    write_stamp(stamp, fingerprint)
     work_file.touch()
 
 

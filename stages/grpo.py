@@ -23,8 +23,8 @@ from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
 from stages.plots import plot_training_curves
 from stages.rewards.functions import Accuracy, RewardSettings, build_reward_functions
-from stages.templates import STOP_STRINGS, TEMPLATES, chat_messages, r1_zero_prompt, render_prompt
-from stages.tokenizer import stop_token_ids
+from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt, training_prompt
+from stages.tokenizer import split_stop_strings, stop_token_ids
 from stages.training import (claim_work_dir, common_trainer_args, resume_checkpoint, run_fingerprint,
                              save_model, write_training_metrics)
 
@@ -103,7 +103,7 @@ def prompt_dataset(paths: list[str], template: str, max_prompts: int = 0, tokeni
         for index, row in enumerate(read_table(path, "reasoning").to_pylist()):
             if not row["prompt"] or not row["solution"]:
                 raise ValueError(f"{path}: row {index} (id {row['id']!r}) has an empty prompt or solution")
-            prompt = r1_zero_prompt(row["prompt"]) if template == "r1_zero" else chat_messages(row["prompt"])
+            prompt = training_prompt(template, row["prompt"])
             if max_prompt_length and len(tokenizer(render_prompt(template, row["prompt"], tokenizer),
                                                    add_special_tokens=False).input_ids) > max_prompt_length:
                 continue
@@ -118,7 +118,7 @@ def general_prompt_rows(paths: list[str], template: str) -> list[dict]:
     rows = []
     for path in paths:
         for row in read_table(path, "general").to_pylist():
-            prompt = r1_zero_prompt(row["prompt"]) if template == "r1_zero" else chat_messages(row["prompt"], row["domain"])
+            prompt = training_prompt(template, row["prompt"], row["domain"])
             rows.append({"prompt": prompt, "solution": None, "id": row["id"], "level": 0})
     if not rows:
         raise ValueError(f"no general prompts in {paths}")
@@ -180,13 +180,7 @@ class StageMetrics(TrainerCallback):
 def stop_settings(tokenizer, template: str, use_vllm: bool) -> tuple[list[int], dict]:
     """The template's stop strings as extra end-of-sequence ids (one-token strings) or, on vLLM, as
     `stop` strings."""
-    ids, strings = [], []
-    for text in STOP_STRINGS[template]:
-        token_ids = tokenizer(text, add_special_tokens=False).input_ids
-        if len(token_ids) == 1:
-            ids.append(token_ids[0])
-        else:
-            strings.append(text)
+    ids, strings = split_stop_strings(tokenizer, STOP_STRINGS[template])
     if strings and not use_vllm:
         raise ValueError(f"stop strings {strings} span several tokens: only the vLLM backend can stop on them")
     return ids, ({"stop": strings, "include_stop_str_in_output": True} if strings else {})

@@ -64,7 +64,8 @@ def conversational_pairs(rows: list[dict]) -> Dataset:
 
 
 @torch.inference_mode()
-def score_responses(model, tokenizer, prompts: list[str], responses: list[str], batch_size: int = 64) -> list[float]:
+def score_responses(model, tokenizer, prompts: list[str], responses: list[str], batch_size: int = 64,
+                    max_length: int | None = None) -> list[float]:
     """One scalar per (prompt, response), with the chat template the model was trained on."""
     tokenizer.padding_side = "right"
     texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}, {"role": "assistant", "content": r}],
@@ -72,6 +73,7 @@ def score_responses(model, tokenizer, prompts: list[str], responses: list[str], 
     scores = []
     for start in range(0, len(texts), batch_size):
         batch = tokenizer(texts[start:start + batch_size], return_tensors="pt", padding=True,
+                          truncation=max_length is not None, max_length=max_length,
                           add_special_tokens=False).to(model.device)
         scores += model(**batch).logits[:, 0].float().tolist()
     return scores

@@ -40,6 +40,12 @@ def chat_messages(question: str, domain: str = "math") -> list[dict]:
     return [{"role": "user", "content": content}]
 
 
+def training_prompt(template: str, question: str, domain: str = "math"):
+    """A prompt as TRL takes it: raw text for the R1-Zero template, a conversation for chat (TRL
+    applies the tokenizer's chat template)."""
+    return r1_zero_prompt(question) if template == "r1_zero" else chat_messages(question, domain)
+
+
 def render_prompt(template: str, question: str, tokenizer=None, domain: str = "math") -> str:
     """The exact text a model sees before it starts its completion."""
     if template == "r1_zero":

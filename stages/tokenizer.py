@@ -51,3 +51,16 @@ def stop_token_ids(tokenizer) -> list[int]:
     """Generation stops at the end of a chat turn or at the end of a document."""
     ids = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids(END_OF_TEXT)}
     return sorted(i for i in ids if i is not None and i != tokenizer.unk_token_id)
+
+
+def split_stop_strings(tokenizer, stop_strings) -> tuple[list[int], list[str]]:
+    """Stop strings that are one token become stop ids (cheap, and any backend honours them); the
+    others stay strings, for backends that can stop on text."""
+    ids, strings = [], []
+    for text in stop_strings:
+        token_ids = tokenizer(text, add_special_tokens=False).input_ids
+        if len(token_ids) == 1:
+            ids.append(token_ids[0])
+        else:
+            strings.append(text)
+    return ids, strings

@@ -25,17 +25,24 @@ def run_fingerprint(config, inputs: dict[str, str]) -> dict:
             "inputs": {name: path_digest(p) if os.path.exists(p) else p for name, p in inputs.items()}}
 
 
+def progress_is_stale(stamp: Path, fingerprint: dict) -> bool:
+    """Whether progress guarded by `stamp` was made with other settings or inputs (or unstamped)."""
+    return not stamp.exists() or stamp.read_text() != json.dumps(fingerprint, sort_keys=True, default=str)
+
+
+def write_stamp(stamp: Path, fingerprint: dict) -> None:
+    stamp.write_text(json.dumps(fingerprint, sort_keys=True, default=str))
+
+
 def claim_work_dir(work_dir: str, fingerprint: dict) -> None:
     """Keeps a work directory's checkpoints only if they came from the same settings and inputs:
     a rerun after a change starts afresh instead of resuming a stale run."""
     path = Path(work_dir)
-    stamp = path / FINGERPRINT
-    current = json.dumps(fingerprint, sort_keys=True, default=str)
-    if path.exists() and (not stamp.exists() or stamp.read_text() != current):
+    if path.exists() and progress_is_stale(path / FINGERPRINT, fingerprint):
         print(f"{work_dir} holds progress of other settings or inputs: starting afresh", flush=True)
         shutil.rmtree(path)
     path.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(current)
+    write_stamp(path / FINGERPRINT, fingerprint)
 
 
 def device_defaults() -> dict:

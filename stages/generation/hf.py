@@ -4,7 +4,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from stages.generation import Sample, SamplingSettings
-from stages.tokenizer import stop_token_ids
+from stages.tokenizer import split_stop_strings, stop_token_ids
 
 
 class TransformersGenerator:
@@ -16,21 +16,10 @@ class TransformersGenerator:
         self.batch_size = batch_size
         self.end_ids = stop_token_ids(self.tokenizer)  # end of turn / document: not part of the text
 
-    def _split_stop_strings(self, stop_strings) -> tuple[list[int], list[str]]:
-        """Stop strings that are one token become stop ids (cheap); the rest go to `stop_strings`."""
-        ids, strings = [], []
-        for text in stop_strings:
-            token_ids = self.tokenizer(text, add_special_tokens=False).input_ids
-            if len(token_ids) == 1:
-                ids.append(token_ids[0])
-            else:
-                strings.append(text)
-        return ids, strings
-
     @torch.inference_mode()
     def generate(self, prompts: list[str], settings: SamplingSettings) -> list[list[Sample]]:
         torch.manual_seed(settings.seed)
-        stop_ids, stop_strings = self._split_stop_strings(settings.stop_strings)
+        stop_ids, stop_strings = split_stop_strings(self.tokenizer, settings.stop_strings)
         flat = [p for p in prompts for _ in range(settings.num_samples)]
         outputs: list[Sample] = []
         for start in range(0, len(flat), self.batch_size):

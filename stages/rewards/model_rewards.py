@@ -14,10 +14,11 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from stages.reward_model import REWARD_STATS, score_responses
 from stages.rewards.answers import summary_of
 from stages.rewards.functions import RewardFunction, completion_text
 
-REWARD_STATS = "reward_stats.json"
+MAX_SCORED_TOKENS = 1024  # longer prompt + response pairs are cut from the right
 
 
 def prompt_text(prompt) -> str:
@@ -31,7 +32,6 @@ class RewardModelReward(RewardFunction):
     def __init__(self, name: str, model_path: str, judge_summary_only: bool, batch_size: int = 32):
         super().__init__(name, settings=None)
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        self.tokenizer.padding_side = "right"
         device = "cuda" if torch.cuda.is_available() else "cpu"
         self.model = AutoModelForSequenceClassification.from_pretrained(model_path, dtype="auto").to(device).eval()
         stats = json.loads((Path(model_path) / REWARD_STATS).read_text())
@@ -42,23 +42,16 @@ class RewardModelReward(RewardFunction):
     def normalise(self, score: float) -> float:
         return 1.0 / (1.0 + math.exp(-(score - self.mean) / self.std))
 
-    @torch.inference_mode()
     def __call__(self, prompts=None, completions=(), completion_ids=None, solution=None, **columns):
         applicable = [i for i in range(len(completions)) if solution is None or not solution[i]]
+        responses = [completion_text(completions[i]) for i in applicable]
+        if self.judge_summary_only:
+            responses = [summary_of(response) for response in responses]
+        raw = score_responses(self.model, self.tokenizer, [prompt_text(prompts[i]) for i in applicable], responses,
+                              self.batch_size, max_length=MAX_SCORED_TOKENS)
         scores: list[float | None] = [None] * len(completions)
-        for start in range(0, len(applicable), self.batch_size):
-            indices = applicable[start:start + self.batch_size]
-            texts = []
-            for i in indices:
-                response = completion_text(completions[i])
-                response = summary_of(response) if self.judge_summary_only else response
-                texts.append(self.tokenizer.apply_chat_template(
-                    [{"role": "user", "content": prompt_text(prompts[i])}, {"role": "assistant", "content": response}],
-                    tokenize=False))
-            batch = self.tokenizer(texts, return_tensors="pt", padding=True, truncation=True, max_length=1024,
-                                   add_special_tokens=False).to(self.model.device)
-            for i, score in zip(indices, self.model(**batch).logits[:, 0].float().tolist()):
-                scores[i] = self.normalise(score)
+        for i, score in zip(applicable, raw):
+            scores[i] = self.normalise(score)
         return scores
 
 
