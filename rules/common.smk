@@ -8,8 +8,9 @@ from stages.config_checks import cross_field_errors
 from stages.templates import template_for_stage
 
 validate(config, schema="../configs/schema.yaml")
-if cross_field_errors(config):
-    raise ValueError("invalid config:\n  " + "\n  ".join(cross_field_errors(config)))
+CONFIG_ERRORS = cross_field_errors(config)
+if CONFIG_ERRORS:
+    raise ValueError("invalid config:\n  " + "\n  ".join(CONFIG_ERRORS))
 
 wildcard_constraints:
     shard=r"\d+",

@@ -58,7 +58,7 @@ def completed_prompts(work_file: Path, num_samples: int) -> set[str]:
     whose samples were cut short, so appending can go on from a clean state."""
     if not work_file.exists():
         return set()
-    rows_by_prompt: dict[str, list[str]] = {}
+    rows_by_prompt: dict[str, list[tuple[int, str]]] = {}  # prompt id -> (sample index, line)
     with open(work_file, encoding="utf-8") as f:
         for line in f:
             if not line.endswith("\n"):
@@ -67,13 +67,13 @@ def completed_prompts(work_file: Path, num_samples: int) -> set[str]:
                 row = json.loads(line)
             except json.JSONDecodeError:
                 break
-            rows_by_prompt.setdefault(row["id"], []).append(line)
-    complete = {pid: lines for pid, lines in rows_by_prompt.items()
-                if sorted(json.loads(x)["sample"] for x in lines) == list(range(num_samples))}
+            rows_by_prompt.setdefault(row["id"], []).append((row["sample"], line))
+    complete = {pid: rows for pid, rows in rows_by_prompt.items()
+                if sorted(index for index, _ in rows) == list(range(num_samples))}
     clean = work_file.with_suffix(work_file.suffix + ".clean")
     with open(clean, "w", encoding="utf-8") as f:
-        for lines in complete.values():
-            f.writelines(lines)
+        for rows in complete.values():
+            f.writelines(line for _, line in rows)
     os.replace(clean, work_file)
     return set(complete)
 

@@ -26,7 +26,7 @@ from stages.cli import parse_config, print_config
 from stages.data.schema import SCHEMAS, normalize_prompt, read_table
 from stages.rewards.answers import extract_final_answer
 from stages.rewards.format import is_well_formatted
-from stages.rewards.language import language_consistency, reasoning_of
+from stages.rewards.language import reasoning_of, target_language_share
 from stages.rewards.verify import AnswerVerifier
 from stages.templates import chat_messages
 
@@ -102,7 +102,7 @@ class Filters:
         if not is_well_formatted(text, config.template):
             return "bad_format"
         reasoning = reasoning_of(text)
-        if language_consistency(text, config.language) < config.min_language_share:
+        if target_language_share(reasoning, config.language) < config.min_language_share:
             return "mixed_language"
         if longest_paragraph(reasoning) > config.max_paragraph_chars:
             return "long_paragraph"
