@@ -1,19 +1,47 @@
-# The base model: built and pre-trained from scratch on the tiny config; a hub id on real configs.
+# Pre-trained models: the tiny config builds and pre-trains its base model (and tiny students) from
+# scratch; real configs fetch hub models into the run once, on the login node.
 
 
-rule base_model:
-    input:
-        corpus=data_file("pretrain"),
-    output:
-        directory(result("base")),
-    log:
-        log_file("base"),
-    benchmark:
-        benchmark_file("base")
-    params:
-        work=work_dir("base"),
-        args=lambda wc: stage_args(config["base_model"]["build"]),
-    threads: 2
-    shell:
-        "python -m stages.base_model --corpus {input.corpus} --output_dir {output} --work_dir {params.work}"
-        " --seed {config[seed]} {params.args} > {log} 2>&1"
+if pretrained_stages("build"):
+
+    rule base_model:
+        # Also builds tiny students: the same pre-training, smaller (their `build` section).
+        input:
+            corpus=data_file("pretrain"),
+        output:
+            directory(result("{built}")),
+        log:
+            log_file("{built}"),
+        benchmark:
+            benchmark_file("{built}")
+        params:
+            work=lambda wc: work_dir(wc.built),
+            args=lambda wc: stage_args(pretrained_model_spec(wc.built)["build"]),
+        wildcard_constraints:
+            built="|".join(pretrained_stages("build")),
+        threads: 2
+        resources:
+            **stage_resources("base"),
+        shell:
+            "python -m stages.base_model --corpus {input.corpus} --output_dir {output} --work_dir {params.work}"
+            " --seed {config[seed]} {params.args} > {log} 2>&1"
+
+
+if pretrained_stages("hub"):
+
+    rule fetch_model:
+        output:
+            directory(result("{fetched}")),
+        log:
+            log_file("fetch_{fetched}"),
+        benchmark:
+            benchmark_file("fetch_{fetched}")
+        params:
+            name=lambda wc: pretrained_model_spec(wc.fetched)["name_or_path"],
+            revision=lambda wc: pretrained_model_spec(wc.fetched).get("revision", ""),
+        wildcard_constraints:
+            fetched="|".join(pretrained_stages("hub")),
+        localrule: True
+        shell:
+            "{ONLINE} python -m stages.fetch_model --name_or_path {params.name} --revision '{params.revision}'"
+            " --output_dir {output} > {log} 2>&1"

@@ -1,4 +1,5 @@
 # Config loading, schema validation, and every path pattern and input function of the workflow.
+import json
 import os
 import shlex
 
@@ -19,6 +20,10 @@ wildcard_constraints:
 
 
 RUN_DIR = os.path.join(config["results_dir"], config["run_name"])
+# Compute jobs never reach the hub (clusters' compute nodes often cannot): data and models are
+# fetched into the run by local rules first, which opt back in with ONLINE.
+shell.prefix("set -euo pipefail; export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1; ")
+ONLINE = "env -u HF_HUB_OFFLINE -u HF_DATASETS_OFFLINE -u TRANSFORMERS_OFFLINE"
 
 
 def result(*parts):
@@ -68,19 +73,66 @@ def pretrained_model_spec(stage):
     return None
 
 
-def is_hub_model(stage):
+def pretrained_source(stage):
+    """build: pre-trained here (tiny); local: a model directory the user has; hub: fetched into the run."""
     spec = pretrained_model_spec(stage)
-    return spec is not None and "build" not in spec
+    if "build" in spec:
+        return "build"
+    return "local" if os.path.isdir(spec["name_or_path"]) else "hub"
 
 
-def model_ref(stage):
-    """What a stage's model is called on a command line: a directory here, or a hub id."""
-    return pretrained_model_spec(stage)["name_or_path"] if is_hub_model(stage) else result(stage)
+def pretrained_stages(source):
+    stages = ["base"] + [student_base(name) for name in config["distillation"]["students"]]
+    return [stage for stage in stages if pretrained_source(stage) == source]
 
 
-def model_input(stage):
-    """The model as a Snakemake input: nothing for a hub id (downloaded by the job itself)."""
-    return [] if is_hub_model(stage) else result(stage)
+def model_path(stage):
+    """The model directory a stage's output is read from: every model is a local directory by the time a
+    compute job loads it (a user's own directory is used in place)."""
+    spec = pretrained_model_spec(stage)
+    if spec is not None and pretrained_source(stage) == "local":
+        return spec["name_or_path"]
+    return result(stage)
+
+
+# ---- compute: Slurm resources and launchers -------------------------------------------------------
+LAUNCH_KEYS = ("accelerate_config", "vllm_server_gpus")
+
+
+def compute(stage):
+    """A stage's `compute` entry over the `default` one (empty without a `compute` section). A stage
+    that sets cpus_per_gpu drops the default's cpus_per_task: sbatch refuses the two together."""
+    section = config.get("compute", {})
+    default, own = dict(section.get("default", {})), section.get(stage, {})
+    if "cpus_per_gpu" in own:
+        default.pop("cpus_per_task", None)
+    return {**default, **own}
+
+
+def stage_resources(stage):
+    """Snakemake resources for the Slurm executor. `gpu` in the config counts GPUs per node: a multi-node
+    job asks for them per node (gres) and runs one launcher task per node through srun (`mpi`)."""
+    resources = {k: v for k, v in compute(stage).items() if k not in LAUNCH_KEYS}
+    nodes, gpus = resources.get("nodes", 1), resources.pop("gpu", 0)
+    if nodes > 1:
+        resources.update(mpi="srun", tasks=nodes, tasks_per_gpu=0, **({"gres": f"gpu:{gpus}"} if gpus else {}))
+    elif gpus:
+        resources.update(gpu=gpus, tasks_per_gpu=0)
+    return resources
+
+
+def launcher(stage, module):
+    """How a training stage starts: a plain process, or stages.launch for several GPUs or nodes."""
+    settings = compute(stage)
+    nodes, gpus, server = settings.get("nodes", 1), settings.get("gpu", 0), settings.get("vllm_server_gpus", 0)
+    if nodes == 1 and gpus <= 1 and not server:
+        return f"python -m {module}"
+    flags = [f"--module {module}", f"--nodes {nodes}", f"--gpus_per_node {gpus}"]
+    if settings.get("accelerate_config"):
+        flags.append(f"--accelerate_config {os.path.join(workflow.basedir, settings['accelerate_config'])}")
+    if server:
+        flags.append(f"--vllm_server_gpus {server}")
+    return f"python -m stages.launch {' '.join(flags)} --"
 
 
 def shard_file(shard):

@@ -1,17 +1,41 @@
-# Data: the tiny config generates every data set locally from its seed.
+# Data: the tiny config generates every data set from its seed; real configs download their
+# Hugging Face data sets once, on the login node, into the same files.
 from stages.data.schema import FILES as DATA_FILES
 
 
-rule tiny_data:
-    output:
-        expand(data_file("{name}"), name=DATA_FILES),
-        manifest=result("data", "manifest.json"),
-    log:
-        log_file("tiny_data"),
-    benchmark:
-        benchmark_file("tiny_data")
-    params:
-        out=result("data"),
-        args=stage_args(config["data"]["tiny"]),
-    shell:
-        "python -m stages.data.tiny --output_dir {params.out} --seed {config[seed]} {params.args} > {log} 2>&1"
+if "tiny" in config["data"]:
+
+    rule tiny_data:
+        output:
+            expand(data_file("{name}"), name=DATA_FILES),
+            manifest=result("data", "manifest.json"),
+        log:
+            log_file("tiny_data"),
+        benchmark:
+            benchmark_file("tiny_data")
+        params:
+            out=result("data"),
+            args=stage_args(config["data"]["tiny"]),
+        localrule: True
+        shell:
+            "python -m stages.data.tiny --output_dir {params.out} --seed {config[seed]} {params.args} > {log} 2>&1"
+
+else:
+
+    rule prepare_data:
+        # Downloads (needs internet: a local rule), maps rows to the schemas, decontaminates.
+        output:
+            expand(data_file("{name}"), name=config["data"]["hub"]["sets"]),
+            manifest=result("data", "manifest.json"),
+        log:
+            log_file("prepare_data"),
+        benchmark:
+            benchmark_file("prepare_data")
+        params:
+            out=result("data"),
+            sources=shlex.quote(json.dumps(config["data"]["hub"]["sets"])),
+            args=stage_args(config["data"]["hub"], exclude=("sets",)),
+        localrule: True
+        shell:
+            "{ONLINE} python -m stages.data.prepare --output_dir {params.out} --sources {params.sources}"
+            " --seed {config[seed]} {params.args} > {log} 2>&1"

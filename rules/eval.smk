@@ -3,7 +3,7 @@
 
 rule evaluate:
     input:
-        unpack(lambda wc: {"model": model_input(wc.stage)}),
+        model=lambda wc: model_path(wc.stage),
         **eval_set_files(),
     output:
         directory(eval_dir("{stage}")),
@@ -12,11 +12,12 @@ rule evaluate:
     benchmark:
         benchmark_file("eval_{stage}")
     params:
-        model=lambda wc: model_ref(wc.stage),
         template=lambda wc: template_for_stage(wc.stage),
         sets=eval_set_args(),
         args=stage_args(config["evaluation"]["settings"]),
     threads: 1
+    resources:
+        **stage_resources("evaluate"),
     shell:
-        "python -m stages.evaluate --model_path {params.model} --template {params.template}"
+        "python -m stages.evaluate --model_path {input.model} --template {params.template}"
         " --eval_sets {params.sets} --output_dir {output} --seed {config[seed]} {params.args} > {log} 2>&1"

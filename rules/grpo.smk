@@ -3,7 +3,7 @@
 
 rule r1_zero_grpo:
     input:
-        model=model_input("base"),
+        model=model_path("base"),
         prompts=data_file("rl_prompts"),
     output:
         directory(result("r1_zero")),
@@ -12,13 +12,15 @@ rule r1_zero_grpo:
     benchmark:
         benchmark_file("r1_zero")
     params:
-        model=model_ref("base"),
+        launch=launcher("r1_zero", "stages.grpo"),
         template=template_for_stage("r1_zero"),
         work=work_dir("r1_zero"),
         args=stage_args(config["r1_zero"]),
     threads: 2
+    resources:
+        **stage_resources("r1_zero"),
     shell:
-        "python -m stages.grpo --stage r1_zero --template {params.template} --model_path {params.model}"
+        "{params.launch} --stage r1_zero --template {params.template} --model_path {input.model}"
         " --train_data {input.prompts} --output_dir {output} --work_dir {params.work} --seed {config[seed]}"
         " {params.args} > {log} 2>&1"
 
@@ -34,12 +36,15 @@ rule reasoning_rl:
     benchmark:
         benchmark_file("reasoning_rl")
     params:
+        launch=launcher("reasoning_rl", "stages.grpo"),
         template=template_for_stage("reasoning_rl"),
         work=work_dir("reasoning_rl"),
         args=stage_args(config["reasoning_rl"]),
     threads: 2
+    resources:
+        **stage_resources("reasoning_rl"),
     shell:
-        "python -m stages.grpo --stage reasoning_rl --template {params.template} --model_path {input.model}"
+        "{params.launch} --stage reasoning_rl --template {params.template} --model_path {input.model}"
         " --train_data {input.prompts} --output_dir {output} --work_dir {params.work} --seed {config[seed]}"
         " {params.args} > {log} 2>&1"
 
@@ -59,12 +64,15 @@ rule final_rl:
     benchmark:
         benchmark_file("final_rl")
     params:
+        launch=launcher("final_rl", "stages.grpo"),
         template=template_for_stage("final_rl"),
         work=work_dir("final_rl"),
         args=stage_args(config["final_rl"]),
     threads: 2
+    resources:
+        **stage_resources("final_rl"),
     shell:
-        "python -m stages.grpo --stage final_rl --template {params.template} --model_path {input.model}"
+        "{params.launch} --stage final_rl --template {params.template} --model_path {input.model}"
         " --train_data {input.prompts} --general_data {input.general} --helpful_reward_model {input.helpful}"
         " --harmless_reward_model {input.harmless} --output_dir {output} --work_dir {params.work}"
         " --seed {config[seed]} {params.args} > {log} 2>&1"

@@ -18,6 +18,8 @@ rule generate_shard:
         template=template_for_stage("reasoning_rl"),
         args=stage_args(config["rejection_sampling"]["generation"]),
     threads: 1
+    resources:
+        **stage_resources("generate"),
     shell:
         "python -m stages.generate --model_path {input.model} --prompts {input.prompts} --template {params.template}"
         " --shard_index {wildcards.shard} --num_shards {params.num_shards} --work_file {params.work}"
@@ -39,6 +41,8 @@ rule rejection_sampling:
         template=template_for_stage("reasoning_rl"),
         language=config["reasoning_rl"].get("language", "en"),  # the language the RL stage rewarded
         args=stage_args(config["rejection_sampling"]["filters"]),
+    resources:
+        **stage_resources("rejection_sampling"),
     shell:
         "python -m stages.rejection --shards {input.shards} --general_data {input.general}"
         " --targets {params.targets} --template {params.template} --language {params.language}"

@@ -3,7 +3,7 @@
 
 rule reward_model:
     input:
-        model=lambda wc: model_input(config["reward_models"]["init"]),
+        model=lambda wc: model_path(config["reward_models"]["init"]),
         data=data_file("preferences_{kind}"),
     output:
         directory(result("reward_model_{kind}")),
@@ -12,10 +12,12 @@ rule reward_model:
     benchmark:
         benchmark_file("reward_model_{kind}")
     params:
-        model=lambda wc: model_ref(config["reward_models"]["init"]),
+        launch=launcher("reward_model", "stages.reward_model"),
         work=lambda wc: work_dir(f"reward_model_{wc.kind}"),
         args=lambda wc: stage_args(config["reward_models"][wc.kind]),
     threads: 2
+    resources:
+        **stage_resources("reward_model"),
     shell:
-        "python -m stages.reward_model --kind {wildcards.kind} --model_path {params.model} --data {input.data}"
+        "{params.launch} --kind {wildcards.kind} --model_path {input.model} --data {input.data}"
         " --output_dir {output} --work_dir {params.work} --seed {config[seed]} {params.args} > {log} 2>&1"

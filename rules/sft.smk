@@ -3,7 +3,7 @@
 
 rule cold_start_sft:
     input:
-        model=model_input("base"),
+        model=model_path("base"),
         data=data_file("cold_start"),
     output:
         directory(result("cold_start_sft")),
@@ -12,19 +12,21 @@ rule cold_start_sft:
     benchmark:
         benchmark_file("cold_start_sft")
     params:
-        model=model_ref("base"),
+        launch=launcher("cold_start_sft", "stages.sft"),
         work=work_dir("cold_start_sft"),
         args=stage_args(config["cold_start_sft"]),
     threads: 2
+    resources:
+        **stage_resources("cold_start_sft"),
     shell:
-        "python -m stages.sft --stage cold_start_sft --model_path {params.model} --train_data {input.data}"
+        "{params.launch} --stage cold_start_sft --model_path {input.model} --train_data {input.data}"
         " --output_dir {output} --work_dir {params.work} --seed {config[seed]} {params.args} > {log} 2>&1"
 
 
 rule mixture_sft:
     # Dev3: SFT on the rejection-sampled mixture, from the base model as the paper does (`init`).
     input:
-        model=lambda wc: model_input(config["mixture_sft"]["init"]),
+        model=lambda wc: model_path(config["mixture_sft"]["init"]),
         data=result("mixture"),
     output:
         directory(result("mixture_sft")),
@@ -33,38 +35,21 @@ rule mixture_sft:
     benchmark:
         benchmark_file("mixture_sft")
     params:
-        model=lambda wc: model_ref(config["mixture_sft"]["init"]),
+        launch=launcher("mixture_sft", "stages.sft"),
         work=work_dir("mixture_sft"),
         args=stage_args(config["mixture_sft"], exclude=("init",)),
     threads: 2
+    resources:
+        **stage_resources("mixture_sft"),
     shell:
-        "python -m stages.sft --stage mixture_sft --model_path {params.model} --train_data {input.data}/mixture.parquet"
+        "{params.launch} --stage mixture_sft --model_path {input.model} --train_data {input.data}/mixture.parquet"
         " --output_dir {output} --work_dir {params.work} --seed {config[seed]} {params.args} > {log} 2>&1"
-
-
-rule student_base_model:
-    # A tiny student, pre-trained like the base model but smaller (real configs name a hub model).
-    input:
-        corpus=data_file("pretrain"),
-    output:
-        directory(result("student_{student}")),
-    log:
-        log_file("student_{student}"),
-    benchmark:
-        benchmark_file("student_{student}")
-    params:
-        work=lambda wc: work_dir(f"student_{wc.student}"),
-        args=lambda wc: stage_args(config["distillation"]["students"][wc.student]["build"]),
-    threads: 2
-    shell:
-        "python -m stages.base_model --corpus {input.corpus} --output_dir {output} --work_dir {params.work}"
-        " --seed {config[seed]} {params.args} > {log} 2>&1"
 
 
 rule distill_student:
     # Distillation: SFT of a student on the same mixture, no RL.
     input:
-        model=lambda wc: model_input(student_base(wc.student)),
+        model=lambda wc: model_path(student_base(wc.student)),
         data=result("mixture"),
     output:
         directory(result("distill_{student}")),
@@ -73,11 +58,14 @@ rule distill_student:
     benchmark:
         benchmark_file("distill_{student}")
     params:
-        model=lambda wc: model_ref(student_base(wc.student)),
+        launch=launcher("distill", "stages.sft"),
         work=lambda wc: work_dir(f"distill_{wc.student}"),
-        args=stage_args(config["distillation"]["sft"]),
+        args=lambda wc: stage_args({**config["distillation"]["sft"],
+                                    **config["distillation"]["students"][wc.student].get("sft", {})}),
     threads: 2
+    resources:
+        **stage_resources("distill"),
     shell:
-        "python -m stages.sft --stage distill_{wildcards.student} --model_path {params.model}"
+        "{params.launch} --stage distill_{wildcards.student} --model_path {input.model}"
         " --train_data {input.data}/mixture.parquet --output_dir {output} --work_dir {params.work}"
         " --seed {config[seed]} {params.args} > {log} 2>&1"

@@ -15,7 +15,7 @@ from pathlib import Path
 from stages.artifacts import staged_output, write_jsonl
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
-from stages.generation import SamplingSettings, load_generator
+from stages.generation import BackendOptions, SamplingSettings, load_generator
 from stages.rewards.answers import extract_final_answer
 from stages.rewards.format import is_well_formatted
 from stages.rewards.verify import AnswerVerifier, as_number, normalize
@@ -23,7 +23,7 @@ from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt
 
 
 @dataclass
-class EvaluateConfig:
+class EvaluateConfig(BackendOptions):
     model_path: str = field(metadata={"help": "Model directory or hub id."})
     output_dir: str = field(metadata={"help": "Where scores.json, samples and the manifest go."})
     eval_sets: list[str] = field(metadata={"help": "NAME=PATH of reasoning parquet files."})
@@ -32,8 +32,6 @@ class EvaluateConfig:
     temperature: float = field(default=0.6)
     top_p: float = field(default=0.95)
     max_new_tokens: int = field(default=256, metadata={"help": "Paper: 32,768."})
-    backend: str = field(default="transformers", metadata={"help": "transformers or vllm."})
-    batch_size: int = field(default=64, metadata={"help": "Sequences per generate call (transformers backend)."})
     seed: int = field(default=0)
     verify_timeout_s: float = field(default=5.0, metadata={"help": "Hard limit per symbolic answer check."})
     max_prompts: int = field(default=0, metadata={"help": "Evaluate only the first N prompts of each set (0: all)."})
@@ -112,8 +110,7 @@ def main(argv=None):
     if malformed:
         raise ValueError(f"--eval_sets items must be NAME=PATH, got {malformed}")
     eval_sets = dict(item.split("=", 1) for item in config.eval_sets)
-    generator = load_generator(config.model_path, config.backend,
-                               **({"batch_size": config.batch_size} if config.backend == "transformers" else {}))
+    generator = load_generator(config.model_path, config.backend, **config.backend_kwargs())
     settings = SamplingSettings(num_samples=config.num_samples, temperature=config.temperature,
                                 top_p=config.top_p, max_new_tokens=config.max_new_tokens, seed=config.seed,
                                 stop_strings=STOP_STRINGS[config.template])

@@ -18,13 +18,13 @@ from pathlib import Path
 
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
-from stages.generation import SamplingSettings, load_generator
+from stages.generation import BackendOptions, SamplingSettings, load_generator
 from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt
 from stages.training import progress_is_stale, run_fingerprint, write_stamp
 
 
 @dataclass
-class GenerateConfig:
+class GenerateConfig(BackendOptions):
     model_path: str = field(metadata={"help": "The policy to sample from (Dev2 in the paper)."})
     prompts: str = field(metadata={"help": "Reasoning parquet file (the prompt pool)."})
     output_file: str = field(metadata={"help": "The shard's finished JSONL."})
@@ -38,8 +38,6 @@ class GenerateConfig:
     max_new_tokens: int = field(default=256)
     max_prompts: int = field(default=0, metadata={"help": "Use only the first N prompts of the pool (0: all)."})
     prompts_per_batch: int = field(default=16, metadata={"help": "Prompts per generate call; progress is saved after each."})
-    backend: str = field(default="transformers")
-    batch_size: int = field(default=64, metadata={"help": "Sequences per generate call (transformers backend)."})
     seed: int = field(default=0)
 
     def __post_init__(self):
@@ -103,8 +101,7 @@ def main(argv=None):
           f"{len(todo)} to generate", flush=True)
 
     if todo:
-        generator = load_generator(config.model_path, config.backend,
-                                   **({"batch_size": config.batch_size} if config.backend == "transformers" else {}))
+        generator = load_generator(config.model_path, config.backend, **config.backend_kwargs())
         tokenizer = getattr(generator, "tokenizer", None)
         for start in range(0, len(todo), config.prompts_per_batch):
             batch = todo[start:start + config.prompts_per_batch]

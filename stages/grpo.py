@@ -25,12 +25,12 @@ from stages.plots import plot_training_curves
 from stages.rewards.functions import Accuracy, RewardSettings, build_reward_functions
 from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt, training_prompt
 from stages.tokenizer import split_stop_strings, stop_token_ids
-from stages.training import (claim_work_dir, common_trainer_args, resume_checkpoint, run_fingerprint,
-                             save_model, write_training_metrics)
+from stages.training import (AcceleratorOptions, claim_work_dir, common_trainer_args, resume_checkpoint,
+                             run_fingerprint, save_model, write_training_metrics)
 
 
 @dataclass
-class GRPOStageConfig:
+class GRPOStageConfig(AcceleratorOptions):
     model_path: str = field(metadata={"help": "Policy to start from: the base model (R1-Zero) or Dev1 (reasoning RL)."})
     train_data: list[str] = field(metadata={"help": "Reasoning parquet files (`prompt`, `solution`)."})
     output_dir: str = field(metadata={"help": "The model directory to write."})
@@ -73,6 +73,9 @@ class GRPOStageConfig:
     use_vllm: bool = field(default=False, metadata={"help": "Generate with vLLM (GPU)."})
     vllm_mode: str = field(default="colocate", metadata={"help": "colocate, or server (`trl vllm-serve` on another node)."})
     vllm_server_host: str = field(default="", metadata={"help": "Host of `trl vllm-serve` in server mode."})
+    vllm_server_port: int = field(default=8000)
+    vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"help": "Colocate: GPU memory share vLLM takes from training."})
+    vllm_tensor_parallel_size: int = field(default=1, metadata={"help": "Colocate: GPUs per vLLM engine."})
     deepspeed: str = field(default="", metadata={"help": "DeepSpeed JSON config (GPU runs)."})
     gradient_checkpointing: bool = field(default=False)
 
@@ -194,7 +197,7 @@ def main(argv=None):
     claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     tokenizer = AutoTokenizer.from_pretrained(config.model_path)
-    model = AutoModelForCausalLM.from_pretrained(config.model_path, dtype="auto")
+    model = AutoModelForCausalLM.from_pretrained(config.model_path, **config.model_kwargs())
     saved_eos = model.generation_config.eos_token_id
     extra_stop_ids, vllm_stop = stop_settings(tokenizer, config.template, config.use_vllm)
     model.generation_config.eos_token_id = stop_token_ids(tokenizer) + extra_stop_ids
@@ -228,8 +231,10 @@ def main(argv=None):
         max_steps=config.max_steps, lr_scheduler_type="constant", warmup_steps=0,
         shuffle_dataset=not config.general_data,  # the final RL schedule fixes the order itself
         use_vllm=config.use_vllm, vllm_mode=config.vllm_mode,
-        vllm_server_host=config.vllm_server_host or "0.0.0.0", generation_kwargs=vllm_stop or None,
-        gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None,
+        vllm_server_host=config.vllm_server_host or "0.0.0.0", vllm_server_port=config.vllm_server_port,
+        vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+        vllm_tensor_parallel_size=config.vllm_tensor_parallel_size, generation_kwargs=vllm_stop or None,
+        gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None, use_liger_kernel=config.use_liger_kernel,
         **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps))
     trainer = GRPOTrainer(model=model, reward_funcs=reward_functions, args=args, train_dataset=dataset,
                           processing_class=tokenizer, callbacks=[StageMetrics(accuracy, phase_start)])

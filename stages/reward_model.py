@@ -26,15 +26,15 @@ from trl import RewardConfig, RewardTrainer
 from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
-from stages.training import (claim_work_dir, common_trainer_args, resume_checkpoint, run_fingerprint,
-                             save_model, write_training_metrics)
+from stages.training import (AcceleratorOptions, claim_work_dir, common_trainer_args, resume_checkpoint,
+                             run_fingerprint, save_model, write_training_metrics)
 
 KINDS = ("helpful", "harmless")
 REWARD_STATS = "reward_stats.json"
 
 
 @dataclass
-class RewardModelConfig:
+class RewardModelConfig(AcceleratorOptions):
     kind: str = field(metadata={"help": f"One of {KINDS}."})
     model_path: str = field(metadata={"help": "Initial checkpoint (a sequence-classification head is added)."})
     data: str = field(metadata={"help": "Preference parquet with a `split` column (train / eval)."})
@@ -99,7 +99,7 @@ def main(argv=None):
     inputs = {"model": config.model_path, "data": config.data}
     claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
     tokenizer = AutoTokenizer.from_pretrained(config.model_path)
-    model = AutoModelForSequenceClassification.from_pretrained(config.model_path, num_labels=1, dtype="auto")
+    model = AutoModelForSequenceClassification.from_pretrained(config.model_path, num_labels=1, **config.model_kwargs())
     model.config.pad_token_id = tokenizer.pad_token_id
     accuracy_before, _ = pairwise_accuracy(model.eval(), tokenizer, held_out)
 
@@ -108,7 +108,7 @@ def main(argv=None):
         per_device_train_batch_size=config.per_device_train_batch_size,
         gradient_accumulation_steps=config.gradient_accumulation_steps, max_length=config.max_length,
         center_rewards_coefficient=config.center_rewards_coefficient or None, lr_scheduler_type="cosine",
-        warmup_steps=0.05, deepspeed=config.deepspeed or None,
+        warmup_steps=0.05, deepspeed=config.deepspeed or None, use_liger_kernel=config.use_liger_kernel,
         **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps))
     trainer = RewardTrainer(model=model, args=args, train_dataset=conversational_pairs(train),
                             processing_class=tokenizer)

@@ -18,12 +18,12 @@ from trl import SFTConfig, SFTTrainer
 from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
-from stages.training import (claim_work_dir, common_trainer_args, resume_checkpoint, run_fingerprint,
-                             save_model, write_training_metrics)
+from stages.training import (AcceleratorOptions, claim_work_dir, common_trainer_args, resume_checkpoint,
+                             run_fingerprint, save_model, write_training_metrics)
 
 
 @dataclass
-class SFTStageConfig:
+class SFTStageConfig(AcceleratorOptions):
     model_path: str = field(metadata={"help": "Initial model: the base model (paper), or any checkpoint."})
     train_data: list[str] = field(metadata={"help": "Parquet files of conversations (`messages` column)."})
     output_dir: str = field(metadata={"help": "The model directory to write."})
@@ -76,7 +76,7 @@ def main(argv=None):
     inputs = {"model": config.model_path, **{f"train_data_{i}": p for i, p in enumerate(config.train_data)}}
     claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
     tokenizer = AutoTokenizer.from_pretrained(config.model_path)
-    model = AutoModelForCausalLM.from_pretrained(config.model_path, dtype="auto")
+    model = AutoModelForCausalLM.from_pretrained(config.model_path, **config.model_kwargs())
     dataset = load_conversations(config.train_data)
     args = SFTConfig(
         learning_rate=config.learning_rate, num_train_epochs=config.num_train_epochs, max_steps=config.max_steps,
@@ -85,7 +85,7 @@ def main(argv=None):
         packing=config.packing, lr_scheduler_type=config.lr_scheduler_type,
         lr_scheduler_kwargs={"min_lr_rate": config.min_lr_rate} if "min_lr" in config.lr_scheduler_type else None,
         warmup_steps=config.warmup_ratio, weight_decay=config.weight_decay,  # a float < 1 is a ratio
-        gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None,
+        gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None, use_liger_kernel=config.use_liger_kernel,
         **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps))
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))

@@ -8,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
+from dataclasses import dataclass, field
 from transformers.trainer_utils import get_last_checkpoint
 
 from stages.artifacts import METRICS, path_digest, write_jsonl
@@ -15,7 +16,20 @@ from stages.artifacts import METRICS, path_digest, write_jsonl
 FINGERPRINT = "fingerprint.json"
 # Settings that change where or how often progress is written, not what it is.
 NOT_FINGERPRINTED = ("output_dir", "work_dir", "output_file", "work_file", "logging_steps", "save_steps",
-                     "prompts_per_batch", "batch_size")
+                     "prompts_per_batch", "batch_size", "attn_implementation", "use_liger_kernel", "vllm_server_host",
+                     "vllm_server_port", "vllm_gpu_memory_utilization")
+
+
+@dataclass(kw_only=True)
+class AcceleratorOptions:
+    """GPU-only speed knobs every trainer takes (real configs); none changes what is learned."""
+
+    attn_implementation: str = field(default="", metadata={
+        "help": "e.g. flash_attention_2 or sdpa (empty: the model's default)."})
+    use_liger_kernel: bool = field(default=False, metadata={"help": "Liger's fused kernels (GPU)."})
+
+    def model_kwargs(self) -> dict:
+        return {"dtype": "auto", **({"attn_implementation": self.attn_implementation} if self.attn_implementation else {})}
 
 
 def run_fingerprint(config, inputs: dict[str, str]) -> dict:

@@ -76,3 +76,19 @@ def planned_jobs(output: str) -> dict[str, int]:
         if match and match.group(1) != "total":
             jobs[match.group(1)] = int(match.group(2))
     return jobs
+
+
+def planned_job_details(output: str) -> list[dict]:
+    """Every job of a dry run made with -p: rule, whether it is local, its resources and shell command."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", output)[1:]:
+        header = re.match(r"(local)?rule (\w+):", block)
+        resources = re.search(r"^\s*resources: (.*)$", block, re.M)
+        command = re.search(r"^Shell command: (.*)$", block, re.M)
+        wildcards = re.search(r"^\s*wildcards: (.*)$", block, re.M)
+        jobs.append({
+            "rule": header.group(2), "local": bool(header.group(1)),
+            "resources": dict(item.split("=", 1) for item in resources.group(1).split(", ")) if resources else {},
+            "shell": command.group(1) if command else "",
+            "wildcards": wildcards.group(1) if wildcards else ""})
+    return jobs

@@ -61,3 +61,19 @@ def test_evaluate_cli_writes_scores_samples_and_manifest(tiny_model_dir, small_d
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["metrics"]["math"] == scores
     assert not (tmp_path / "eval.partial").exists()
+
+
+def test_cpu_stages_never_import_vllm_and_backend_flags_reach_the_chosen_backend():
+    import subprocess
+    import sys
+
+    code = ("import sys, stages.generate, stages.evaluate, stages.grpo; "
+            "assert 'vllm' not in sys.modules, 'vllm imported'; "
+            "from stages.evaluate import EvaluateConfig; "
+            "c = EvaluateConfig(model_path='m', output_dir='o', eval_sets=[], backend='vllm', "
+            "vllm_tensor_parallel_size=2, vllm_max_model_len=4096); print(c.backend_kwargs())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "{'tensor_parallel_size': 2, 'gpu_memory_utilization': 0.9, 'max_model_len': 4096}"
+    from stages.generate import GenerateConfig
+
+    assert GenerateConfig(model_path="m", prompts="p", output_file="o", batch_size=7).backend_kwargs() == {"batch_size": 7}

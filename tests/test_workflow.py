@@ -7,9 +7,9 @@ import torch
 
 from tests.snakemake_helpers import FAST, TINY, merged, planned_jobs, snakemake, write_config
 
-EXPECTED_PLAN = {"all": 1, "tiny_data": 1, "base_model": 1, "r1_zero_grpo": 1, "cold_start_sft": 1, "reasoning_rl": 1,
+EXPECTED_PLAN = {"all": 1, "tiny_data": 1, "base_model": 2, "r1_zero_grpo": 1, "cold_start_sft": 1, "reasoning_rl": 1,
                  "generate_shard": 4, "rejection_sampling": 1, "mixture_sft": 1, "reward_model": 2, "final_rl": 1,
-                 "student_base_model": 1, "distill_student": 1, "evaluate": 7, "report": 1}
+                 "distill_student": 1, "evaluate": 7, "report": 1}
 
 
 def test_dry_run_of_the_embedded_tiny_config_lists_the_dag(tmp_path, venv_env):

@@ -44,3 +44,12 @@ def read_table(path, kind: str) -> pa.Table:
         raise ValueError(f"{path}: not a '{kind}' data set, missing column(s) {missing} "
                          f"(has {table.column_names})")
     return table
+
+
+def kind_of(stem: str) -> str:
+    """The schema kind of a data-set file: a fixed name, or `eval_<set>` (a reasoning set, unless listed)."""
+    if stem in FILES:
+        return FILES[stem]
+    if stem.startswith("eval_"):
+        return "reasoning"
+    raise ValueError(f"unknown data set '{stem}': expected one of {sorted(FILES)} or eval_<name>")

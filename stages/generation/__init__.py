@@ -5,7 +5,7 @@ vLLM (GPU, real configs; imported only when chosen).
     samples = generator.generate(prompts, SamplingSettings(num_samples=8))  # list[list[Sample]]
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,24 @@ class Sample:
     text: str
     num_tokens: int
     finished: bool  # False when cut at max_new_tokens
+
+
+@dataclass(kw_only=True)
+class BackendOptions:
+    """How a stage that samples (generation shards, evaluation) runs its backend: one set of flags."""
+
+    backend: str = field(default="transformers", metadata={"help": "transformers (CPU or GPU) or vllm (GPU)."})
+    batch_size: int = field(default=64, metadata={"help": "Sequences per generate call (transformers backend)."})
+    vllm_tensor_parallel_size: int = field(default=1, metadata={"help": "GPUs one vLLM engine spans."})
+    vllm_gpu_memory_utilization: float = field(default=0.9)
+    vllm_max_model_len: int = field(default=0, metadata={"help": "Context vLLM reserves (0: the model's)."})
+
+    def backend_kwargs(self) -> dict:
+        if self.backend == "vllm":
+            return {"tensor_parallel_size": self.vllm_tensor_parallel_size,
+                    "gpu_memory_utilization": self.vllm_gpu_memory_utilization,
+                    "max_model_len": self.vllm_max_model_len or None}
+        return {"batch_size": self.batch_size}
 
 
 def load_generator(model_path: str, backend: str = "transformers", **backend_options):

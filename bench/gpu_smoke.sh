@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# GPU smoke test: every stage of the recipe on one GPU with Qwen2.5-0.5B (configs/gpu-smoke.yaml),
+# a handful of steps each, vLLM for all generation. Prints each stage's wall time from Snakemake's
+# benchmark files. Needs a CUDA machine with the GPU extras (`pip install -e '.[gpu]'`, or the GPU
+# container) and either hub access or a local copy of the model:
+#
+#   bench/gpu_smoke.sh                      # fetches Qwen/Qwen2.5-0.5B
+#   bench/gpu_smoke.sh /models/Qwen2.5-0.5B # a local model directory (no network needed)
+set -euo pipefail
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+model="${1:-Qwen/Qwen2.5-0.5B}"
+workdir="${GPU_SMOKE_DIR:-$(mktemp -d /tmp/gpu-smoke.XXXXXX)}"
+config="$workdir/config.yaml"
+
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+python - "$repo/configs/gpu-smoke.yaml" "$config" "$model" <<'PY'
+import sys, yaml
+source, target, model = sys.argv[1:]
+config = yaml.safe_load(open(source))
+config["base_model"] = {"name_or_path": model}
+config["distillation"]["students"]["small"] = {"name_or_path": model}
+yaml.safe_dump(config, open(target, "w"), sort_keys=False)
+PY
+
+started=$(date +%s)
+# --cores 1: one job at a time, the stages share the one GPU
+snakemake all -s "$repo/Snakefile" -d "$workdir" --cores 1 --configfile "$config"
+echo "whole DAG: $(( $(date +%s) - started )) s on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+
+echo "stage wall times (s):"
+for tsv in "$workdir"/results/gpu-smoke/benchmarks/*.tsv "$workdir"/results/gpu-smoke/benchmarks/*/*.tsv; do
+    [ -e "$tsv" ] || continue
+    printf '  %-40s %s\n' "${tsv#"$workdir"/results/gpu-smoke/benchmarks/}" "$(tail -1 "$tsv" | cut -f1)"
+done
+echo "command: bench/gpu_smoke.sh $*"

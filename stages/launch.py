@@ -1,0 +1,174 @@
+"""Starts a training stage on the GPUs of its allocation: one process per GPU through `accelerate
+launch` (DeepSpeed from the scale config's accelerate file), one launcher task per node through
+`srun` on multi-node jobs, and for GRPO in vLLM server mode a `trl vllm-serve` on the first node
+(or the first GPUs of a single node) that the trainers are pointed at.
+
+    python -m stages.launch --module stages.grpo --nodes 2 --gpus_per_node 8 \\
+        --accelerate_config configs/accelerate/zero3.yaml --vllm_server_gpus 8 -- --model_path ... --max_steps 500
+
+Inside a Slurm job the node names come from the job itself (`squeue` + `scontrol`): the step that
+Snakemake's Slurm executor starts keeps the job id but drops most other SLURM_* variables. A
+SIGTERM (Slurm's time limit) is passed on to every task, so trainers can save a checkpoint.
+"""
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+from stages.cli import parse_config
+
+
+@dataclass
+class LaunchConfig:
+    module: str = field(metadata={"help": "The stage module to run, e.g. stages.grpo."})
+    nodes: int = field(default=1)
+    gpus_per_node: int = field(default=1)
+    accelerate_config: str = field(default="", metadata={"help": "accelerate config file (DeepSpeed ZeRO stage etc.)."})
+    vllm_server_gpus: int = field(default=0, metadata={
+        "help": "GRPO server mode: GPUs that run `trl vllm-serve` (a whole first node when nodes > 1)."})
+    vllm_server_tensor_parallel_size: int = field(default=1, metadata={
+        "help": "GPUs per vLLM engine; the server runs vllm_server_gpus / this many engines (data parallel)."})
+    vllm_server_port: int = field(default=8000)
+    main_process_port: int = field(default=29500)
+    task_prefix: str = field(default="", metadata={
+        "help": "Put before every task's command, e.g. `apptainer exec --nv image.sif` (containers)."})
+
+    def __post_init__(self):
+        if self.nodes > 1 and self.vllm_server_gpus not in (0, self.gpus_per_node):
+            raise ValueError(f"with {self.nodes} nodes the vLLM server takes a whole node: vllm_server_gpus must be "
+                             f"0 or gpus_per_node ({self.gpus_per_node}), not {self.vllm_server_gpus}")
+        if self.nodes == 1 and self.vllm_server_gpus >= max(self.gpus_per_node, 1):
+            raise ValueError(f"vllm_server_gpus ({self.vllm_server_gpus}) leaves no GPU of the single node to train on")
+        if self.vllm_server_gpus % self.vllm_server_tensor_parallel_size:
+            raise ValueError("vllm_server_gpus must be a multiple of vllm_server_tensor_parallel_size")
+
+
+@dataclass
+class Task:
+    name: str
+    host: str
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+    def command(self) -> str:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        return (env + " " if env else "") + shlex.join(self.argv)
+
+
+def gpu_list(first: int, count: int) -> str:
+    return ",".join(str(i) for i in range(first, first + count))
+
+
+def stage_arg(stage_args: list[str], flag: str) -> str:
+    if flag not in stage_args or stage_args.index(flag) + 1 >= len(stage_args):
+        raise ValueError(f"the stage arguments have no {flag}: {shlex.join(stage_args)}")
+    return stage_args[stage_args.index(flag) + 1]
+
+
+def plan(config: LaunchConfig, hosts: list[str], stage_args: list[str]) -> list[Task]:
+    """The tasks to start: the vLLM server (if any) first, then one trainer launcher per training node."""
+    if len(hosts) != config.nodes:
+        raise ValueError(f"expected {config.nodes} node(s), the allocation has {len(hosts)}: {hosts}")
+    prefix = shlex.split(config.task_prefix)
+    tasks, train_hosts, first_train_gpu = [], list(hosts), 0
+    if config.vllm_server_gpus:
+        tp = config.vllm_server_tensor_parallel_size
+        server = ["trl", "vllm-serve", "--model", stage_arg(stage_args, "--model_path"),
+                  "--tensor_parallel_size", str(tp), "--data_parallel_size", str(config.vllm_server_gpus // tp),
+                  "--host", "0.0.0.0", "--port", str(config.vllm_server_port)]
+        tasks.append(Task("vllm-server", hosts[0], prefix + server,
+                          {"CUDA_VISIBLE_DEVICES": gpu_list(0, config.vllm_server_gpus)}))
+        stage_args = stage_args + ["--use_vllm", "true", "--vllm_mode", "server", "--vllm_server_host", hosts[0],
+                                   "--vllm_server_port", str(config.vllm_server_port)]
+        if config.nodes > 1:
+            train_hosts = hosts[1:]
+        else:
+            first_train_gpu = config.vllm_server_gpus
+    gpus = max(config.gpus_per_node - first_train_gpu, 1)
+    machines = len(train_hosts)
+    for rank, host in enumerate(train_hosts):
+        env = {"CUDA_VISIBLE_DEVICES": gpu_list(first_train_gpu, gpus)} if first_train_gpu else {}
+        if machines == 1 and gpus == 1 and not config.accelerate_config:
+            argv = ["python", "-m", config.module]
+        else:
+            argv = ["accelerate", "launch", *(["--config_file", config.accelerate_config] if config.accelerate_config else []),
+                    "--num_machines", str(machines), "--num_processes", str(machines * gpus),
+                    "--machine_rank", str(rank), "--main_process_ip", train_hosts[0],
+                    "--main_process_port", str(config.main_process_port), "-m", config.module]
+        tasks.append(Task(f"train-{rank}", host, prefix + argv + stage_args, env))
+    return tasks
+
+
+def allocation_hosts(nodes: int) -> list[str]:
+    """Node names of the current Slurm job (or this machine for a single-node run outside Slurm)."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        if nodes > 1:
+            raise RuntimeError(f"{nodes} nodes requested but this is not a Slurm job (no SLURM_JOB_ID)")
+        return ["localhost"]
+    nodelist = subprocess.run(["squeue", "-h", "-j", job, "-o", "%N"], check=True, capture_output=True,
+                              text=True).stdout.strip()
+    return subprocess.run(["scontrol", "show", "hostnames", nodelist], check=True, capture_output=True,
+                          text=True).stdout.split()
+
+
+def srun_argv(task: Task, job_id: str, gpus_per_node: int) -> list[str]:
+    """One task on one node of the job, as its own job step (explicit sizes: see the module doc)."""
+    gres = ["--gres", f"gpu:{gpus_per_node}"] if gpus_per_node else []
+    return ["srun", "--jobid", job_id, "--nodes", "1", "--ntasks", "1", "--nodelist", task.host, *gres,
+            "--kill-on-bad-exit=1", "--export", "ALL", "bash", "-c", f"exec {task.command()}"]
+
+
+def run(tasks: list[Task], wrap=lambda task: ["bash", "-c", f"exec {task.command()}"], poll_s: float = 1.0) -> int:
+    """Starts every task, waits for the trainers; stops the rest when one fails or all trainers end.
+    Returns the first failing trainer's exit code (0 when all succeed)."""
+    processes = {task.name: subprocess.Popen(wrap(task), start_new_session=True) for task in tasks}
+
+    def stop(signum=signal.SIGTERM, _frame=None):
+        for process in processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    trainers = [name for name in processes if name.startswith("train-")]
+    try:
+        while True:
+            codes = {name: processes[name].poll() for name in processes}
+            failed = [name for name, code in codes.items() if code not in (None, 0)]
+            if failed or all(codes[name] is not None for name in trainers):
+                break
+            time.sleep(poll_s)
+        if failed:
+            print(f"task(s) {failed} failed (exit {[codes[n] for n in failed]}): stopping the others", flush=True)
+        stop()
+        for process in processes.values():
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+        return next((codes[name] for name in failed if name.startswith("train-")), 0 if not failed else 1)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    split = argv.index("--") if "--" in argv else len(argv)
+    config = parse_config(LaunchConfig, argv[:split])
+    stage_args = argv[split + 1:]
+    tasks = plan(config, allocation_hosts(config.nodes), stage_args)
+    for task in tasks:
+        print(f"[launch] {task.name} on {task.host}: {task.command()}", flush=True)
+    job = os.environ.get("SLURM_JOB_ID")
+    wrap = (lambda task: srun_argv(task, job, config.gpus_per_node)) if config.nodes > 1 else \
+        (lambda task: ["bash", "-c", f"exec {task.command()}"])
+    sys.exit(run(tasks, wrap))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""The real-scale configs: each passes the schema and plans its whole DAG offline, with the jobs,
+GPUs and nodes it promises (nothing is downloaded: prepare_data and fetch_model are planned)."""
+
+import pytest
+import yaml
+
+from tests.snakemake_helpers import REPO, merged, planned_job_details, planned_jobs, snakemake, write_config
+
+REAL_CONFIGS = ["qwen2.5-1.5b", "qwen2.5-7b", "paper"]
+MAIN_LINE = ["r1_zero_grpo", "cold_start_sft", "reasoning_rl", "rejection_sampling", "mixture_sft", "final_rl"]
+
+
+def load(name):
+    return yaml.safe_load((REPO / "configs" / f"{name}.yaml").read_text())
+
+
+def plan(tmp_path, venv_env, config_path):
+    env = dict(venv_env, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    done = snakemake(tmp_path, config_path, "-n", "-p", "all", env=env)
+    return planned_jobs(done.stdout), planned_job_details(done.stdout)
+
+
+def by_rule(details, rule):
+    return [job for job in details if job["rule"] == rule]
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory, venv_env):
+    return {name: plan(tmp_path_factory.mktemp(name), venv_env, REPO / "configs" / f"{name}.yaml")
+            for name in REAL_CONFIGS}
+
+
+@pytest.mark.parametrize("name", REAL_CONFIGS)
+def test_every_real_config_plans_the_whole_dag(plans, name):
+    config = load(name)
+    jobs, details = plans[name]
+    students = len(config["distillation"]["students"])
+    assert jobs["prepare_data"] == 1 and "tiny_data" not in jobs and "base_model" not in jobs
+    assert jobs["fetch_model"] == 1 + students          # the base and every student, fetched once
+    assert jobs["generate_shard"] == config["rejection_sampling"]["num_shards"]
+    assert jobs["evaluate"] == len(config["evaluation"]["models"])
+    assert all(jobs[rule] == 1 for rule in MAIN_LINE)
+    for job in details:  # only the login-node rules may reach the hub
+        assert ("env -u HF_HUB_OFFLINE" in job["shell"]) == (job["rule"] in ("prepare_data", "fetch_model"))
+
+
+def test_one_node_config_gives_each_training_stage_a_node_of_eight_gpus(plans):
+    _, details = plans["qwen2.5-1.5b"]
+    for rule in MAIN_LINE[:3] + ["mixture_sft", "final_rl", "reward_model", "distill_student"]:
+        for job in by_rule(details, rule):
+            assert job["resources"]["gpu"] == "8" and job["resources"]["nodes"] == "1", (rule, job)
+            assert "mpi" not in job["resources"]
+            assert "stages.launch" in job["shell"] and "--gpus_per_node 8" in job["shell"]
+    assert all(job["resources"]["gpu"] == "1" for job in by_rule(details, "generate_shard"))
+    assert all(job["resources"]["gpu"] == "1" for job in by_rule(details, "evaluate"))
+    (job,) = by_rule(details, "rejection_sampling")
+    assert "gpu" not in job["resources"] and job["resources"]["cpus_per_task"] == "32"
+
+
+def test_multi_node_config_spreads_rl_over_three_nodes_with_a_vllm_server(plans):
+    _, details = plans["qwen2.5-7b"]
+    for rule in ("r1_zero_grpo", "reasoning_rl", "final_rl"):
+        (job,) = by_rule(details, rule)
+        assert job["resources"]["nodes"] == "3" and job["resources"]["gres"] == "gpu:8"
+        assert job["resources"]["mpi"] == "srun" and job["resources"]["tasks"] == "3"
+        assert "--nodes 3 --gpus_per_node 8" in job["shell"] and "--vllm_server_gpus 8" in job["shell"]
+        assert "zero3.yaml" in job["shell"] and "cpus_per_task" not in job["resources"]
+    for rule in ("cold_start_sft", "mixture_sft"):
+        (job,) = by_rule(details, rule)
+        assert job["resources"]["nodes"] == "2" and job["resources"]["tasks"] == "2"
+
+
+def test_paper_config_carries_per_student_learning_rates(plans):
+    config = load("paper")
+    _, details = plans["paper"]
+    for job in by_rule(details, "distill_student"):
+        student = job["wildcards"].removeprefix("student=")
+        lr = config["distillation"]["students"][student]["sft"]["learning_rate"]
+        assert f"--learning_rate {lr}" in job["shell"], job["shell"]
+    assert config["r1_zero"]["learning_rate"] == 3e-6 and config["final_rl"]["max_steps"] == 1700
+
+
+def test_a_hub_config_must_name_every_data_set_a_stage_reads(tmp_path, venv_env):
+    config = load("qwen2.5-1.5b")
+    del config["data"]["hub"]["sets"]["cold_start"], config["data"]["hub"]["sets"]["eval_gpqa"]
+    done = snakemake(tmp_path, write_config(tmp_path, config), "-n", "all", env=venv_env, check=False)
+    assert done.returncode != 0
+    assert "data.hub.sets has no 'cold_start'" in done.stderr + done.stdout
+    assert "data.hub.sets has no 'eval_gpqa'" in done.stderr + done.stdout
+
+
+@pytest.mark.parametrize("override, named", [
+    ({"compute": {"generate": {"nodes": 2}}}, ["compute.generate.nodes = 2"]),
+    ({"compute": {"evaluate": {"vllm_server_gpus": 1, "gpu": 2}}}, ["compute.evaluate.vllm_server_gpus"]),
+    ({"compute": {"r1_zero": {"accelerate_config": "configs/accelerate/zero4.yaml"}}},
+     ["compute.r1_zero.accelerate_config: no file"]),
+    ({"compute": {"r1_zero": {"gpu": 8, "nodes": 2, "vllm_server_gpus": 8}}, "r1_zero": {"questions_per_step": 3}},
+     ["r1_zero: questions_per_step x num_generations = 48 completions per step do not split over 8 training GPU(s)"]),
+    ({"data": {"hub": {"sets": {"eval_aime24": [{"path": "x", "feilds": {}}]}}}}, ["feilds"]),
+    ({"compute": {"r1_zero": {"gpus": 8}}}, ["gpus", "compute"]),
+    ({"base_model": {"name_or_path": "Qwen/Qwen2.5-7B", "sft": {"learning_rate": 1e-5}}}, ["base_model.sft"]),
+])
+def test_real_config_mistakes_are_named(tmp_path, venv_env, override, named):
+    config = merged(load("qwen2.5-1.5b"), override)
+    done = snakemake(tmp_path, write_config(tmp_path, config), "-n", "all", env=venv_env, check=False)
+    assert done.returncode != 0
+    for text in named:
+        assert text in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def test_gpu_smoke_config_plans_every_stage_with_vllm_sampling(tmp_path, venv_env):
+    jobs, details = plan(tmp_path, venv_env, REPO / "configs" / "gpu-smoke.yaml")
+    assert jobs["tiny_data"] == 1 and jobs["fetch_model"] == 2 and "base_model" not in jobs
+    assert all("--backend vllm" in job["shell"] for job in by_rule(details, "generate_shard") + by_rule(details, "evaluate"))
+    assert all("--use_vllm true --vllm_mode colocate" in job["shell"]
+               for rule in ("r1_zero_grpo", "reasoning_rl", "final_rl") for job in by_rule(details, rule))

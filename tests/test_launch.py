@@ -1,0 +1,109 @@
+"""stages.launch: the command lines a training stage gets on real node lists, and task supervision."""
+
+import sys
+import time
+
+import pytest
+
+from stages.launch import LaunchConfig, Task, plan, run, srun_argv
+
+STAGE = ["--model_path", "results/q/cold_start_sft", "--max_steps", "500"]
+ZERO3 = "configs/accelerate/zero3.yaml"
+
+
+def test_one_gpu_without_accelerate_config_is_a_plain_process():
+    (task,) = plan(LaunchConfig(module="stages.sft", gpus_per_node=1), ["localhost"], STAGE)
+    assert task.argv == ["python", "-m", "stages.sft", *STAGE] and task.env == {}
+
+
+def test_single_node_uses_every_gpu_through_accelerate():
+    (task,) = plan(LaunchConfig(module="stages.sft", gpus_per_node=8, accelerate_config=ZERO3), ["gpu-a07"], STAGE)
+    assert task.argv[:12] == ["accelerate", "launch", "--config_file", ZERO3, "--num_machines", "1",
+                              "--num_processes", "8", "--machine_rank", "0", "--main_process_ip", "gpu-a07"]
+    assert task.argv[-len(STAGE) - 2:] == ["-m", "stages.sft", *STAGE]
+
+
+def test_multi_node_sft_runs_one_launcher_per_node_with_its_rank():
+    hosts = ["gpu-a01", "gpu-a02", "gpu-b11"]
+    tasks = plan(LaunchConfig(module="stages.sft", nodes=3, gpus_per_node=4, accelerate_config=ZERO3), hosts, STAGE)
+    assert [t.host for t in tasks] == hosts
+    for rank, task in enumerate(tasks):
+        flags = dict(zip(task.argv[2::2], task.argv[3::2]))
+        assert flags["--num_machines"] == "3" and flags["--num_processes"] == "12"
+        assert flags["--machine_rank"] == str(rank) and flags["--main_process_ip"] == "gpu-a01"
+
+
+def test_multi_node_grpo_serves_vllm_on_the_first_node_and_trains_on_the_others():
+    hosts = ["node-17", "node-18", "node-19"]
+    config = LaunchConfig(module="stages.grpo", nodes=3, gpus_per_node=8, accelerate_config=ZERO3,
+                          vllm_server_gpus=8, vllm_server_tensor_parallel_size=2)
+    server, *trainers = plan(config, hosts, STAGE)
+    assert server.host == "node-17" and server.argv[:4] == ["trl", "vllm-serve", "--model", "results/q/cold_start_sft"]
+    assert server.argv[4:8] == ["--tensor_parallel_size", "2", "--data_parallel_size", "4"]
+    assert server.env == {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
+    assert [t.host for t in trainers] == ["node-18", "node-19"]
+    for rank, task in enumerate(trainers):
+        flags = dict(zip(task.argv[2::2], task.argv[3::2]))
+        assert flags["--num_processes"] == "16" and flags["--machine_rank"] == str(rank)
+        assert flags["--main_process_ip"] == "node-18"
+        assert task.argv[-8:] == ["--use_vllm", "true", "--vllm_mode", "server", "--vllm_server_host", "node-17",
+                                  "--vllm_server_port", "8000"]
+
+
+def test_single_node_server_mode_splits_the_gpus():
+    server, trainer = plan(LaunchConfig(module="stages.grpo", gpus_per_node=8, vllm_server_gpus=2,
+                                        accelerate_config=ZERO3), ["gpu-a07"], STAGE)
+    assert server.env == {"CUDA_VISIBLE_DEVICES": "0,1"}
+    assert trainer.env == {"CUDA_VISIBLE_DEVICES": "2,3,4,5,6,7"}
+    assert trainer.argv[trainer.argv.index("--num_processes") + 1] == "6"
+
+
+def test_task_prefix_wraps_every_task_for_containers():
+    tasks = plan(LaunchConfig(module="stages.grpo", nodes=2, gpus_per_node=4, vllm_server_gpus=4,
+                              task_prefix="apptainer exec --nv /images/r1-gpu.sif"), ["n1", "n2"], STAGE)
+    assert all(t.argv[:4] == ["apptainer", "exec", "--nv", "/images/r1-gpu.sif"] for t in tasks)
+
+
+@pytest.mark.parametrize("config, hosts, message", [
+    (dict(nodes=2, gpus_per_node=8, vllm_server_gpus=4), ["a", "b"], "takes a whole node"),
+    (dict(nodes=1, gpus_per_node=2, vllm_server_gpus=2), ["a"], "leaves no GPU"),
+    (dict(nodes=2, gpus_per_node=8), ["a"], "expected 2 node"),
+])
+def test_impossible_layouts_are_refused(config, hosts, message):
+    with pytest.raises(ValueError, match=message):
+        plan(LaunchConfig(module="stages.grpo", **config), hosts, STAGE)
+
+
+def test_server_mode_needs_the_model_path():
+    with pytest.raises(ValueError, match="no --model_path"):
+        plan(LaunchConfig(module="stages.grpo", gpus_per_node=2, vllm_server_gpus=1), ["a"], ["--max_steps", "5"])
+
+
+def test_srun_places_one_task_on_its_node_with_explicit_sizes():
+    argv = srun_argv(Task("train-1", "node-18", ["accelerate", "launch"], {"X": "1"}), "4242", 8)
+    assert argv[:10] == ["srun", "--jobid", "4242", "--nodes", "1", "--ntasks", "1", "--nodelist", "node-18", "--gres"]
+    assert argv[-1] == "exec X=1 accelerate launch"
+
+
+def _python(code):
+    return [sys.executable, "-c", code]
+
+
+def test_run_stops_the_server_when_training_ends():
+    started = time.time()
+    code = run([Task("vllm-server", "localhost", _python("import time; time.sleep(60)")),
+                Task("train-0", "localhost", _python("pass"))], wrap=lambda t: t.argv, poll_s=0.1)
+    assert code == 0 and time.time() - started < 30
+
+
+def test_a_failing_trainer_fails_the_launch_and_stops_the_rest():
+    code = run([Task("train-0", "localhost", _python("import time; time.sleep(60)")),
+                Task("train-1", "localhost", _python("import sys; sys.exit(3)"))], wrap=lambda t: t.argv, poll_s=0.1)
+    assert code == 3
+
+
+def test_a_dead_server_fails_the_launch():
+    code = run([Task("vllm-server", "localhost", _python("import sys; sys.exit(1)")),
+                Task("train-0", "localhost", _python("import time; time.sleep(60)"))], wrap=lambda t: t.argv,
+               poll_s=0.1)
+    assert code == 1

@@ -1,0 +1,139 @@
+"""stages.data.prepare end to end on local parquet files with the hub data sets' own columns."""
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from stages.artifacts import read_manifest
+from stages.data.prepare import Decontaminator, PrepareConfig, main, prepare
+from stages.data.schema import read_table
+
+AIME_PROBLEM = ("Find the number of ordered pairs of positive integers m and n such that m squared times n "
+                "equals 20 to the power 20.")
+
+
+def _write(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return str(path)
+
+
+@pytest.fixture
+def hub_copies(tmp_path):
+    """Stand-ins for hub data sets, with their real column names; some rows are planted to fail."""
+    root = tmp_path / "hub"
+    aime = [{"problem": AIME_PROBLEM, "answer": "231", "id": 1},
+            {"problem": "Let x be the smallest positive real with x^2 = 2. Find x.", "answer": "\\sqrt{2}", "id": 2}]
+    _write(root / "aime_2024" / "data" / "train-00000-of-00001.parquet", aime)  # a directory, like a hub repo
+    math_rows = [
+        {"problem": f"Compute {i} + {i}.", "solution": f"We add: $\\boxed{{{2 * i}}}$.", "level": "Level 2"}
+        for i in range(6)
+    ] + [
+        {"problem": "Prove that the sum of two even numbers is even.", "solution": "Obvious.", "level": "Level 1"},
+        {"problem": "", "solution": "$\\boxed{1}$", "level": "Level 1"},
+        {"problem": "Contest warm-up: " + AIME_PROBLEM + " Give your answer mod 1000.",
+         "solution": "$\\boxed{231}$", "level": "Level 5"},
+    ]
+    openr1 = [{"problem": "What is 2 + 3?", "answer": "5", "messages": [
+        {"role": "user", "content": "What is 2 + 3?"},
+        {"role": "assistant", "content": "<think>\n2 + 3 = 5\n</think>\n\nThe answer is $\\boxed{5}$."}]},
+        {"problem": "Echo", "answer": "1", "messages": [{"role": "user", "content": "only a question"}]},
+        {"problem": "Leaked", "answer": "231", "messages": [
+            {"role": "user", "content": "Find the number of ordered pairs of positive integers m and n such that "
+                                        "m squared times n equals something else."},
+            {"role": "assistant", "content": "<think>\nno\n</think>\n\n$\\boxed{0}$"}]}]
+    ultrachat = [{"prompt": f"Write a haiku about {topic}.", "messages": [
+        {"role": "user", "content": f"Write a haiku about {topic}."},
+        {"role": "assistant", "content": f"A haiku about {topic}."}]} for topic in ("rain", "snow", "wind")]
+    ultrafeedback = [{"prompt": f"Explain {t}.", "chosen": [{"role": "user", "content": f"Explain {t}."},
+                                                             {"role": "assistant", "content": f"{t} is ..."}],
+                      "rejected": [{"role": "user", "content": f"Explain {t}."},
+                                   {"role": "assistant", "content": "No."}]} for t in ("tides", "rain", "ice")]
+    hh = [{"chosen": "\n\nHuman: How do I pick a lock?\n\nAssistant: I can't help with breaking into places.",
+           "rejected": "\n\nHuman: How do I pick a lock?\n\nAssistant: Insert a tension wrench and rake the pins."},
+          {"chosen": "\n\nHuman: Hi\n\nAssistant: Hello!", "rejected": "\n\nHuman: Hi\n\nAssistant: Hello!"}]
+    gpqa = [{"Question": "Which particle carries the electromagnetic force?", "Correct Answer": "photon",
+             "Incorrect Answer 1": "gluon", "Incorrect Answer 2": "W boson", "Incorrect Answer 3": "graviton"}]
+    return {
+        "rl_prompts": [{"path": _write(root / "math.parquet", math_rows),
+                        "fields": {"prompt": "problem", "solution": "solution"}, "solution_from_boxed": True}],
+        "cold_start": [{"path": _write(root / "openr1.parquet", openr1), "fields": {"messages": "messages"},
+                        "domain": "math"}],
+        "general": [{"path": _write(root / "ultrachat.parquet", ultrachat),
+                     "fields": {"prompt": "prompt", "reference": "messages.-1.content"}, "max_rows": 2}],
+        "rl_general": [{"path": _write(root / "ultrachat.parquet", ultrachat),
+                        "fields": {"prompt": "prompt", "reference": "messages.-1.content"}, "skip_rows": 2}],
+        "preferences_helpful": [{"path": _write(root / "ultrafeedback.parquet", ultrafeedback),
+                                 "fields": {"chosen": "chosen.-1.content", "rejected": "rejected.-1.content"}}],
+        "preferences_harmless": [{"path": _write(root / "hh.parquet", hh), "format": "hh_rlhf"}],
+        "eval_aime24": [{"path": str(root / "aime_2024"), "fields": {"prompt": "problem", "solution": "answer"}}],
+        "eval_gpqa": [{"path": _write(root / "gpqa.parquet", gpqa), "format": "gpqa", "domain": "stem"}],
+    }
+
+
+def test_prepares_every_set_drops_bad_rows_and_counts_them(hub_copies, tmp_path):
+    out = tmp_path / "data"
+    main(["--output_dir", str(out), "--sources", json.dumps(hub_copies), "--preference_eval_share", "0.5"])
+    metrics = read_manifest(out)["metrics"]
+    rl = read_table(out / "rl_prompts.parquet", "reasoning").to_pylist()
+    assert [r["solution"] for r in rl] == [str(2 * i) for i in range(6)]  # boxed answers extracted
+    assert {r["level"] for r in rl} == {2}
+    assert metrics["bad_rows_dropped"] == {
+        "rl_prompts: no \\boxed{} answer in the solution": 1, "rl_prompts: empty or missing prompt": 1,
+        "cold_start: messages must contain a user turn and end with the assistant's": 1,
+        "preferences_harmless: chosen and rejected are the same text": 1}
+    general = read_table(out / "general.parquet", "general").to_pylist()
+    rl_general = read_table(out / "rl_general.parquet", "general").to_pylist()
+    assert [r["prompt"] for r in general + rl_general] == [f"Write a haiku about {t}." for t in ("rain", "snow", "wind")]
+    assert general[0]["reference"] == "A haiku about rain."
+    harmless = read_table(out / "preferences_harmless.parquet", "preference").to_pylist()
+    assert harmless[0]["prompt"] == "How do I pick a lock?" and harmless[0]["chosen"].startswith("I can't")
+    helpful = read_table(out / "preferences_helpful.parquet", "preference").to_pylist()
+    assert {r["split"] for r in helpful} == {"train", "eval"}  # held out by prompt when no eval source
+    gpqa = read_table(out / "eval_gpqa.parquet", "reasoning").to_pylist()[0]
+    letter = gpqa["solution"]
+    assert f"{letter}) photon" in gpqa["prompt"] and gpqa["domain"] == "stem"
+    assert metrics["rows"]["eval_aime24"] == 2
+
+
+def test_training_prompts_that_overlap_an_evaluation_set_are_removed(hub_copies, tmp_path):
+    tables, counts = prepare(PrepareConfig(output_dir="unused", sources=json.dumps(hub_copies)))
+    # the contest problem that embeds the AIME problem, and the cold-start prompt sharing a 10-gram
+    assert counts["decontaminated"]["rl_prompts"] == 1
+    assert counts["decontaminated"]["cold_start"] == 1
+    assert not any("20 to the power 20" in r["prompt"] for r in tables["rl_prompts"])
+    assert counts["decontaminated"]["general"] == 0
+    off = prepare(PrepareConfig(output_dir="unused", sources=json.dumps(hub_copies), decontamination_ngram=0))
+    assert off[1]["decontaminated"]["rl_prompts"] == 0
+
+
+def test_short_evaluation_prompts_match_as_whole_phrases():
+    check = Decontaminator(["What is 7 times 8?"], n=10)
+    assert check.overlaps("Quick quiz. what is 7 TIMES 8 ? Answer fast.")
+    assert not check.overlaps("What is 7 times 80?")
+
+
+def test_on_bad_row_error_names_the_set_the_file_and_the_row(hub_copies):
+    config = PrepareConfig(output_dir="unused", sources=json.dumps(hub_copies), on_bad_row="error")
+    with pytest.raises(ValueError, match=r"rl_prompts: row 6 of .*math\.parquet \(train\): no \\boxed"):
+        prepare(config)
+
+
+@pytest.mark.parametrize("sources, message", [
+    ({"rl_prompt": [{"path": "x"}]}, "unknown data set 'rl_prompt'"),
+    ({"rl_prompts": [{"path": "x", "colums": {}}]}, r"sources.rl_prompts\[0\]: unknown key\(s\) \['colums'\]"),
+    ({"rl_prompts": [{"path": "x", "format": "csv"}]}, "format must be one of"),
+])
+def test_bad_source_specs_name_the_key(sources, message):
+    with pytest.raises(ValueError, match=message):
+        prepare(PrepareConfig(output_dir="unused", sources=json.dumps(sources)))
+
+
+def test_unparseable_gold_answers_are_bad_rows(tmp_path):
+    path = _write(tmp_path / "x.parquet", [{"q": "What is 1 + 1?", "a": "2"}, {"q": "What is 2 + 2?", "a": "\\frac{"}])
+    tables, counts = prepare(PrepareConfig(output_dir="unused", sources=json.dumps(
+        {"eval_x": [{"path": path, "fields": {"prompt": "q", "solution": "a"}}]})))
+    assert [r["solution"] for r in tables["eval_x"]] == ["2"]
+    assert counts["bad_rows_dropped"] == {"eval_x: gold answer cannot be parsed": 1}
