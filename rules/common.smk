@@ -113,6 +113,8 @@ def stage_resources(stage):
     """Snakemake resources for the Slurm executor. `gpu` in the config counts GPUs per node: a multi-node
     job asks for them per node (gres) and runs one launcher task per node through srun (`mpi`)."""
     resources = {k: v for k, v in compute(stage).items() if k not in LAUNCH_KEYS}
+    if "cpus_per_gpu" in resources:
+        resources["cpus_per_task"] = 0  # masks a profile's default: the plugin takes cpus_per_task first
     nodes, gpus = resources.get("nodes", 1), resources.pop("gpu", 0)
     if nodes > 1:
         resources.update(mpi="srun", tasks=nodes, tasks_per_gpu=0, **({"gres": f"gpu:{gpus}"} if gpus else {}))

@@ -72,14 +72,22 @@ def _jsonable(config) -> dict:
     return asdict(config) if is_dataclass(config) else dict(config)
 
 
-@contextmanager
-def staged_output(output_dir: str | os.PathLike, stage: str, config, inputs: dict[str, str]):
-    """Yields a scratch directory and a `headline` dict; on success writes the manifest into it
-    and renames it to `output_dir`. On failure the scratch directory stays for inspection."""
+def partial_dir(output_dir: str | os.PathLike) -> Path:
+    """Where an output is assembled before it is published under its own name."""
     output_dir = Path(output_dir)
-    partial = output_dir.with_name(output_dir.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
+    return output_dir.with_name(output_dir.name + ".partial")
+
+
+@contextmanager
+def staged_output(output_dir: str | os.PathLike, stage: str, config, inputs: dict[str, str], fresh: bool = True):
+    """Yields a scratch directory and a `headline` dict; on success writes the manifest into it
+    and renames it to `output_dir`. On failure the scratch directory stays for inspection.
+    `fresh=False` keeps what is already in the scratch directory (a model saved into it first)."""
+    output_dir = Path(output_dir)
+    partial = partial_dir(output_dir)
+    if fresh:
+        shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True, exist_ok=not fresh)
     started = time.time()
     headline: dict = {}
     yield partial, headline

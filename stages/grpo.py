@@ -26,7 +26,7 @@ from stages.rewards.functions import Accuracy, RewardSettings, build_reward_func
 from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt, training_prompt
 from stages.tokenizer import split_stop_strings, stop_token_ids
 from stages.training import (AcceleratorOptions, claim_work_dir, common_trainer_args, resume_checkpoint,
-                             run_fingerprint, save_model, write_training_metrics)
+                             run_fingerprint, save_model_for_publication, write_training_metrics)
 
 
 @dataclass
@@ -241,8 +241,9 @@ def main(argv=None):
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
     model.generation_config.eos_token_id = saved_eos  # the stop at </answer> belongs to this stage's sampling
 
-    with staged_output(config.output_dir, config.stage, config, inputs) as (scratch, headline):
-        save_model(trainer, tokenizer, scratch)
+    if not save_model_for_publication(trainer, tokenizer, config.output_dir):
+        return  # another process of a multi-GPU run: the main one publishes
+    with staged_output(config.output_dir, config.stage, config, inputs, fresh=False) as (scratch, headline):
         history = write_training_metrics(trainer, scratch)
         plot_training_curves(history, scratch / "training_curves.png", title=config.stage)
         steps = [row for row in history if "reward" in row]

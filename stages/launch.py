@@ -95,8 +95,11 @@ def plan(config: LaunchConfig, hosts: list[str], stage_args: list[str]) -> list[
         if machines == 1 and gpus == 1 and not config.accelerate_config:
             argv = ["python", "-m", config.module]
         else:
-            argv = ["accelerate", "launch", *(["--config_file", config.accelerate_config] if config.accelerate_config else []),
-                    "--num_machines", str(machines), "--num_processes", str(machines * gpus),
+            if config.accelerate_config:
+                mode = ["--config_file", config.accelerate_config]
+            else:  # accelerate's torchrun launcher; without GPUs its processes join over gloo (CPU data parallel)
+                mode = ["--multi_gpu"]
+            argv = ["accelerate", "launch", *mode, "--num_machines", str(machines), "--num_processes", str(machines * gpus),
                     "--machine_rank", str(rank), "--main_process_ip", train_hosts[0],
                     "--main_process_port", str(config.main_process_port), "-m", config.module]
         tasks.append(Task(f"train-{rank}", host, prefix + argv + stage_args, env))

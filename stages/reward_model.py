@@ -27,7 +27,7 @@ from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
 from stages.training import (AcceleratorOptions, claim_work_dir, common_trainer_args, resume_checkpoint,
-                             run_fingerprint, save_model, write_training_metrics)
+                             run_fingerprint, save_model_for_publication, write_training_metrics)
 
 KINDS = ("helpful", "harmless")
 REWARD_STATS = "reward_stats.json"
@@ -115,8 +115,9 @@ def main(argv=None):
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
     accuracy, held_out_scores = pairwise_accuracy(trainer.model.eval(), tokenizer, held_out)
 
-    with staged_output(config.output_dir, f"reward_model_{config.kind}", config, inputs) as (scratch, headline):
-        save_model(trainer, tokenizer, scratch)
+    if not save_model_for_publication(trainer, tokenizer, config.output_dir):
+        return  # another process of a multi-GPU run: the main one publishes
+    with staged_output(config.output_dir, f"reward_model_{config.kind}", config, inputs, fresh=False) as (scratch, headline):
         write_training_metrics(trainer, scratch)
         stats = {"mean": statistics.fmean(held_out_scores), "std": statistics.pstdev(held_out_scores) or 1.0}
         (scratch / REWARD_STATS).write_text(json.dumps(stats) + "\n")

@@ -19,7 +19,7 @@ from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
 from stages.training import (AcceleratorOptions, claim_work_dir, common_trainer_args, resume_checkpoint,
-                             run_fingerprint, save_model, write_training_metrics)
+                             run_fingerprint, save_model_for_publication, write_training_metrics)
 
 
 @dataclass
@@ -90,8 +90,9 @@ def main(argv=None):
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
 
-    with staged_output(config.output_dir, config.stage, config, inputs) as (scratch, headline):
-        save_model(trainer, tokenizer, scratch)
+    if not save_model_for_publication(trainer, tokenizer, config.output_dir):
+        return  # another process of a multi-GPU run: the main one publishes
+    with staged_output(config.output_dir, config.stage, config, inputs, fresh=False) as (scratch, headline):
         history = write_training_metrics(trainer, scratch)
         losses = [row["loss"] for row in history if "loss" in row]
         headline.update({"examples": len(dataset), "first_loss": losses[0] if losses else None,

@@ -4,14 +4,14 @@ and the training curves written to metrics.jsonl."""
 import json
 import os
 import shutil
-from dataclasses import asdict
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from dataclasses import dataclass, field
-from transformers.trainer_utils import get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from stages.artifacts import METRICS, path_digest, write_jsonl
+from stages.artifacts import METRICS, partial_dir, path_digest, write_jsonl
 
 FINGERPRINT = "fingerprint.json"
 # Settings that change where or how often progress is written, not what it is.
@@ -48,10 +48,23 @@ def write_stamp(stamp: Path, fingerprint: dict) -> None:
     stamp.write_text(json.dumps(fingerprint, sort_keys=True, default=str))
 
 
-def claim_work_dir(work_dir: str, fingerprint: dict) -> None:
+def process_rank() -> int:
+    """This process's rank in a multi-process run (accelerate / torchrun set RANK); 0 when alone."""
+    return int(os.environ.get("RANK", "0"))
+
+
+def claim_work_dir(work_dir: str, fingerprint: dict, wait_s: float = 600.0) -> None:
     """Keeps a work directory's checkpoints only if they came from the same settings and inputs:
-    a rerun after a change starts afresh instead of resuming a stale run."""
+    a rerun after a change starts afresh instead of resuming a stale run. In a multi-process run the
+    main process decides; the others wait until its stamp says the directory is theirs."""
     path = Path(work_dir)
+    if process_rank() != 0:
+        deadline = time.time() + wait_s
+        while progress_is_stale(path / FINGERPRINT, fingerprint):
+            if time.time() > deadline:
+                raise TimeoutError(f"the main process did not claim {work_dir} within {wait_s:.0f} s")
+            time.sleep(0.5)
+        return
     if path.exists() and progress_is_stale(path / FINGERPRINT, fingerprint):
         print(f"{work_dir} holds progress of other settings or inputs: starting afresh", flush=True)
         shutil.rmtree(path)
@@ -81,16 +94,18 @@ def common_trainer_args(work_dir: str, seed: int, save_steps: int, logging_steps
 
 
 def resume_checkpoint(work_dir: str) -> str | None:
-    """The newest checkpoint the Trainer finished writing (it writes trainer_state.json last)."""
+    """The newest checkpoint the Trainer finished writing (it writes trainer_state.json last). The
+    main process deletes newer ones whose write was killed; the others only pass them by."""
     if not os.path.isdir(work_dir):
         return None
-    last = get_last_checkpoint(work_dir)
-    while last and not os.path.exists(os.path.join(last, "trainer_state.json")):
-        shutil.rmtree(last)  # a checkpoint whose write was killed
-        last = get_last_checkpoint(work_dir)
-    if last:
-        print(f"resuming from {last}", flush=True)
-    return last
+    checkpoints = [p for p in Path(work_dir).glob(f"{PREFIX_CHECKPOINT_DIR}-*") if p.name.rsplit("-", 1)[-1].isdigit()]
+    for checkpoint in sorted(checkpoints, key=lambda p: int(p.name.rsplit("-", 1)[-1]), reverse=True):
+        if (checkpoint / "trainer_state.json").exists():
+            print(f"resuming from {checkpoint}", flush=True)
+            return str(checkpoint)
+        if process_rank() == 0:
+            shutil.rmtree(checkpoint)
+    return None
 
 
 def write_training_metrics(trainer, output_dir) -> list[dict]:
@@ -100,10 +115,17 @@ def write_training_metrics(trainer, output_dir) -> list[dict]:
     return history
 
 
-def save_model(trainer, tokenizer, output_dir) -> None:
-    trainer.save_model(str(output_dir))
-    tokenizer.save_pretrained(str(output_dir))
-    for leftover in ("training_args.bin",):
-        path = Path(output_dir) / leftover
-        if path.exists():
-            path.unlink()
+def save_model_for_publication(trainer, tokenizer, output_dir) -> bool:
+    """Saves the trained model into the output's scratch directory. Every process must call it:
+    under DeepSpeed ZeRO-3 the weights are gathered collectively, and only the main process writes.
+    Returns whether this is the main process, which alone goes on to publish the output."""
+    scratch = partial_dir(output_dir)
+    main = trainer.is_world_process_zero()
+    if main:
+        shutil.rmtree(scratch, ignore_errors=True)
+    trainer.accelerator.wait_for_everyone()
+    trainer.save_model(str(scratch))
+    if main:
+        tokenizer.save_pretrained(str(scratch))
+        (scratch / "training_args.bin").unlink(missing_ok=True)
+    return main

@@ -64,7 +64,7 @@ def test_multi_node_config_spreads_rl_over_three_nodes_with_a_vllm_server(plans)
         assert job["resources"]["nodes"] == "3" and job["resources"]["gres"] == "gpu:8"
         assert job["resources"]["mpi"] == "srun" and job["resources"]["tasks"] == "3"
         assert "--nodes 3 --gpus_per_node 8" in job["shell"] and "--vllm_server_gpus 8" in job["shell"]
-        assert "zero3.yaml" in job["shell"] and "cpus_per_task" not in job["resources"]
+        assert "zero3.yaml" in job["shell"] and job["resources"]["cpus_per_task"] == "0"  # cpus_per_gpu rules
     for rule in ("cold_start_sft", "mixture_sft"):
         (job,) = by_rule(details, rule)
         assert job["resources"]["nodes"] == "2" and job["resources"]["tasks"] == "2"

@@ -29,6 +29,7 @@ def test_multi_node_sft_runs_one_launcher_per_node_with_its_rank():
     assert [t.host for t in tasks] == hosts
     for rank, task in enumerate(tasks):
         flags = dict(zip(task.argv[2::2], task.argv[3::2]))
+        assert flags["--config_file"] == ZERO3
         assert flags["--num_machines"] == "3" and flags["--num_processes"] == "12"
         assert flags["--machine_rank"] == str(rank) and flags["--main_process_ip"] == "gpu-a01"
 
@@ -56,6 +57,14 @@ def test_single_node_server_mode_splits_the_gpus():
     assert server.env == {"CUDA_VISIBLE_DEVICES": "0,1"}
     assert trainer.env == {"CUDA_VISIBLE_DEVICES": "2,3,4,5,6,7"}
     assert trainer.argv[trainer.argv.index("--num_processes") + 1] == "6"
+
+
+def test_cpu_nodes_without_accelerate_config_join_through_the_torchrun_launcher():
+    tasks = plan(LaunchConfig(module="stages.sft", nodes=2, gpus_per_node=0), ["n1", "n2"], STAGE)
+    for rank, task in enumerate(tasks):
+        assert task.argv[:3] == ["accelerate", "launch", "--multi_gpu"]
+        flags = dict(zip(task.argv[3::2], task.argv[4::2]))
+        assert flags["--num_processes"] == "2" and flags["--machine_rank"] == str(rank)
 
 
 def test_task_prefix_wraps_every_task_for_containers():
@@ -107,3 +116,28 @@ def test_a_dead_server_fails_the_launch():
                 Task("train-0", "localhost", _python("import time; time.sleep(60)"))], wrap=lambda t: t.argv,
                poll_s=0.1)
     assert code == 1
+
+
+def test_two_process_data_parallel_sft_publishes_one_complete_model(tiny_model_dir, small_data_dir, tmp_path, venv_env):
+    """The launcher's accelerate path for real: two CPU processes train one model (gloo), every
+    process takes part in the save, only the main one publishes the output."""
+    import json
+    import subprocess
+
+    from transformers import AutoModelForCausalLM
+
+    out = tmp_path / "dev1"
+    command = [sys.executable, "-m", "stages.launch", "--module", "stages.sft", "--gpus_per_node", "2", "--",
+               "--model_path", str(tiny_model_dir), "--train_data", str(small_data_dir / "cold_start.parquet"),
+               "--output_dir", str(out), "--work_dir", str(tmp_path / "work"), "--stage", "cold_start_sft",
+               "--max_steps", "4", "--per_device_train_batch_size", "4", "--save_steps", "2", "--logging_steps", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, env=venv_env, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "--num_processes 2" in done.stdout
+    manifest = json.loads((out / "manifest.json").read_text())
+    history = [json.loads(line) for line in (out / "metrics.jsonl").open()]
+    # 4 steps of a global batch of 2 processes x 4 examples: a third of the 96 examples (alone: a sixth)
+    assert manifest["metrics"]["examples"] == 96
+    assert [row["epoch"] for row in history if "loss" in row][-1] == pytest.approx(4 * 2 * 4 / 96, abs=0.01)
+    assert not (tmp_path / "dev1.partial").exists()
+    AutoModelForCausalLM.from_pretrained(out)

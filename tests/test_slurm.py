@@ -1,0 +1,109 @@
+"""The pipeline on a real Slurm: Debian's Slurm with accounting, two emulated nodes with fake GPUs
+(tests/slurm/cluster.sh), driven by `snakemake --profile` with the official executor plugin. Checks
+from `sacct` what each job got. Needs root and apt to set the cluster up; CI sets
+R1_REQUIRE_SLURM=1 so a cluster that does not come up fails the test instead of skipping it."""
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.snakemake_helpers import FAST, REPO, TINY, merged, planned_jobs, snakemake, write_config
+
+CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
+PARTITION, ACCOUNT = "cpu", "r1test"
+LOCAL_RULES = {"tiny_data", "report", "all"}
+
+# The fast tiny cut, with the Slurm resources a scale config gives: a 2-node SFT, a GRPO stage on a GPU.
+SLURM_COMPUTE = {
+    "default": {"cpus_per_task": 1, "mem_mb": 1500, "runtime": 30},
+    "cold_start_sft": {"nodes": 2, "cpus_per_task": 1, "mem_mb": 2000},
+    "r1_zero": {"gpu": 1, "cpus_per_gpu": 2, "mem_mb": 2000},
+    "evaluate": {"cpus_per_task": 2, "mem_mb": 1000},
+}
+
+
+def slurm_is_up() -> bool:
+    return shutil.which("sinfo") is not None and subprocess.run(
+        ["sinfo", "-h", "-t", "idle,mix,alloc", "-o", "%D"], capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    started = False
+    if not slurm_is_up():
+        required = os.environ.get("R1_REQUIRE_SLURM") == "1"
+        if os.geteuid() != 0 and not required:
+            pytest.skip("no Slurm here and not root: tests/slurm/cluster.sh cannot set one up")
+        done = subprocess.run(["bash", str(CLUSTER), "up"], capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            message = f"tests/slurm/cluster.sh up failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            pytest.fail(message) if required else pytest.skip(message)
+        started = True
+    yield
+    if started:
+        subprocess.run(["bash", str(CLUSTER), "down"], capture_output=True, timeout=120)
+
+
+def test_profile_is_the_users_with_site_values_only():
+    """The test runs the shipped profile: it changes only what the profile marks as site-specific."""
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    assert profile["executor"] == "slurm" and profile["retries"] >= 1
+    assert set(site_profile(profile)) == set(profile) | {"latency-wait"}
+
+
+def site_profile(profile: dict) -> dict:
+    site = dict(profile, **{"slurm-init-seconds-before-status-checks": 2, "latency-wait": 5})
+    site["default-resources"] = dict(profile["default-resources"], slurm_partition=PARTITION, slurm_account=ACCOUNT)
+    return site
+
+
+def sacct_jobs(since: str) -> list[dict]:
+    fields = ["JobID", "Comment", "State", "NNodes", "NTasks", "NodeList", "AllocTRES", "ReqCPUS"]
+    done = subprocess.run(["sacct", "-n", "-P", "-S", since, "-o", ",".join(fields)], capture_output=True, text=True,
+                          check=True)
+    return [dict(zip(fields, line.split("|"))) for line in done.stdout.splitlines() if line]
+
+
+def rule_of(comment: str) -> str:
+    # the executor's comment: rule_<name>_wildcards_<...>
+    return comment.removeprefix("rule_").split("_wildcards")[0]
+
+
+def test_the_fast_dag_runs_as_slurm_jobs_with_the_resources_its_config_asks(cluster, tmp_path, venv_env):
+    profile_dir = tmp_path / "profile"
+    profile_dir.mkdir()
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    (profile_dir / "config.yaml").write_text(yaml.safe_dump(site_profile(profile)))
+    config = merged(merged(TINY, FAST), {"compute": SLURM_COMPUTE})
+    config_path = write_config(tmp_path, config)
+    plan = planned_jobs(snakemake(tmp_path, config_path, "-n", "all", env=venv_env).stdout)
+
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 5))
+    done = snakemake(tmp_path, config_path, "all", "--profile", str(profile_dir), env=venv_env, check=False)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-6000:]
+    assert (tmp_path / "results" / "tiny" / "report" / "report.html").exists()
+
+    records = sacct_jobs(since)
+    jobs = [r for r in records if "." not in r["JobID"] and r["Comment"].startswith("rule_")]
+    ran = {}
+    for job in jobs:
+        ran.setdefault(rule_of(job["Comment"]), []).append(job)
+    # every non-local rule ran as Slurm jobs, as many as planned, all completed; local rules did not
+    assert {rule: len(js) for rule, js in ran.items()} == {r: n for r, n in plan.items() if r not in LOCAL_RULES}
+    assert {job["State"] for job in jobs} == {"COMPLETED"}
+
+    (sft,) = ran["cold_start_sft"]
+    assert sft["NNodes"] == "2"
+    steps = [r for r in records if r["JobID"].startswith(sft["JobID"] + ".") and r["JobID"].split(".")[1].isdigit()]
+    assert sorted(step["NodeList"] for step in steps) == ["n1", "n2"]  # one launcher task per node
+    assert all(step["NTasks"] == "1" for step in steps)
+
+    (grpo,) = ran["r1_zero_grpo"]
+    assert "gres/gpu=1" in grpo["AllocTRES"] and grpo["NNodes"] == "1"
+    assert all(job["ReqCPUS"] == "2" for job in ran["evaluate"])
+    assert all("mem=1500M" in job["AllocTRES"] for job in ran["generate_shard"])
