@@ -51,6 +51,12 @@ rule dev3:
         eval_dir("mixture_sft"),
 
 
+rule final:
+    # R1 alone, evaluated.
+    input:
+        eval_dir("final_rl"),
+
+
 rule r1:
     # The main line to R1, every model of it evaluated.
     input:

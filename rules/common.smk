@@ -12,6 +12,13 @@ validate(config, schema="../configs/schema.yaml")
 CONFIG_ERRORS = cross_field_errors(config)
 if CONFIG_ERRORS:
     raise ValueError("invalid config:\n  " + "\n  ".join(CONFIG_ERRORS))
+START_FROM = config.get("start_from", {})
+if START_FROM:
+    from stages.start_from import artifact_problems
+
+    ARTIFACT_ERRORS = [problem for stage, path in START_FROM.items() for problem in artifact_problems(stage, path)]
+    if ARTIFACT_ERRORS:
+        raise ValueError("start_from names unusable artifacts:\n  " + "\n  ".join(ARTIFACT_ERRORS))
 
 wildcard_constraints:
     shard=r"\d+",
@@ -34,6 +41,12 @@ def result(*parts):
 def work_dir(stage):
     """Checkpoints live beside the outputs, never inside them: Snakemake deletes outputs before a rerun."""
     return result(".work", stage)
+
+
+def artifact(stage):
+    """A stage's output as the stages after it read it: the user's own artifact when the config brings
+    one (`start_from`), which takes the stage and everything only it needed out of the DAG."""
+    return START_FROM.get(stage, result(stage))
 
 
 def log_file(stage):
@@ -92,7 +105,7 @@ def model_path(stage):
     spec = pretrained_model_spec(stage)
     if spec is not None and pretrained_source(stage) == "local":
         return spec["name_or_path"]
-    return result(stage)
+    return artifact(stage)
 
 
 # ---- compute: Slurm resources and launchers -------------------------------------------------------

@@ -27,7 +27,7 @@ rule r1_zero_grpo:
 
 rule reasoning_rl:
     input:
-        model=result("cold_start_sft"),
+        model=artifact("cold_start_sft"),
         prompts=data_file("rl_prompts"),
     output:
         directory(result("reasoning_rl")),
@@ -52,11 +52,11 @@ rule reasoning_rl:
 rule final_rl:
     # R1: GRPO from Dev3; rule rewards on reasoning prompts, reward models on general prompts (last phase).
     input:
-        model=result("mixture_sft"),
+        model=artifact("mixture_sft"),
         prompts=data_file("rl_prompts"),
         general=data_file("rl_general"),
-        helpful=result("reward_model_helpful"),
-        harmless=result("reward_model_harmless"),
+        helpful=artifact("reward_model_helpful"),
+        harmless=artifact("reward_model_harmless"),
     output:
         directory(result("final_rl")),
     log:

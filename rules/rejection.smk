@@ -4,7 +4,7 @@
 
 rule generate_shard:
     input:
-        model=result("reasoning_rl"),
+        model=artifact("reasoning_rl"),
         prompts=data_file("rl_prompts"),
     output:
         shard_file("{shard}"),

@@ -2,14 +2,14 @@
 # mixture's counts and the reward models' accuracy.
 
 RL_STAGES = ["r1_zero", "reasoning_rl", "final_rl"]
-REWARD_MODELS = [result(f"reward_model_{kind}") for kind in ("helpful", "harmless")]
+REWARD_MODELS = [artifact(f"reward_model_{kind}") for kind in ("helpful", "harmless")]
 
 
 rule report:
     input:
         evals=[eval_dir(stage) for stage in evaluated_models()],
-        rl=[result(stage) for stage in RL_STAGES],
-        mixture=result("mixture"),
+        rl=[artifact(stage) for stage in RL_STAGES],
+        mixture=artifact("mixture"),
         reward_models=REWARD_MODELS,
     output:
         report(directory(result("report")), patterns=["{name}.html"], category="Report",

@@ -27,7 +27,7 @@ rule mixture_sft:
     # Dev3: SFT on the rejection-sampled mixture, from the base model as the paper does (`init`).
     input:
         model=lambda wc: model_path(config["mixture_sft"]["init"]),
-        data=result("mixture"),
+        data=artifact("mixture"),
     output:
         directory(result("mixture_sft")),
     log:
@@ -50,7 +50,7 @@ rule distill_student:
     # Distillation: SFT of a student on the same mixture, no RL.
     input:
         model=lambda wc: model_path(student_base(wc.student)),
-        data=result("mixture"),
+        data=artifact("mixture"),
     output:
         directory(result("distill_{student}")),
     log:

@@ -18,8 +18,8 @@ from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
 from stages.tokenizer import END_OF_TEXT, stop_token_ids, train_tokenizer
-from stages.training import (claim_work_dir, common_trainer_args, resume_checkpoint, run_fingerprint,
-                             save_model_for_publication, write_training_metrics)
+from stages.training import (StopOnSignal, claim_work_dir, common_trainer_args, resume_checkpoint,
+                             run_fingerprint, save_model_for_publication, write_training_metrics)
 
 
 @dataclass
@@ -89,9 +89,11 @@ def main(argv=None):
         weight_decay=0.1, **common_trainer_args(config.work_dir, config.seed, config.save_steps,
                                                config.logging_steps))
     collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)
+    stop = StopOnSignal()
     trainer = Trainer(model=model, args=args, train_dataset=blocks, data_collator=collator,
-                      processing_class=tokenizer)
+                      processing_class=tokenizer, callbacks=[stop])
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
+    stop.exit_if_stopped(trainer)
 
     if not save_model_for_publication(trainer, tokenizer, config.output_dir):
         return  # another process of a multi-GPU run: the main one publishes

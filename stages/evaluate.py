@@ -125,6 +125,9 @@ def main(argv=None):
                 rows = rows[: config.max_prompts]
             if not rows:
                 raise ValueError(f"evaluation set {name} ({path}) has no rows")
+            blank = [i for i, r in enumerate(rows) if not (r["prompt"] or "").strip() or not (r["solution"] or "").strip()]
+            if blank:  # an unanswerable row would silently count as wrong
+                raise ValueError(f"evaluation set {name} ({path}): row(s) {blank[:10]} have no prompt or gold answer")
             timeouts_before = verifier.timeouts
             tokenizer = getattr(generator, "tokenizer", None)
             prompts = [render_prompt(config.template, r["prompt"], tokenizer) for r in rows]

@@ -25,8 +25,9 @@ from stages.plots import plot_training_curves
 from stages.rewards.functions import Accuracy, RewardSettings, build_reward_functions
 from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt, training_prompt
 from stages.tokenizer import split_stop_strings, stop_token_ids
-from stages.training import (AcceleratorOptions, claim_work_dir, common_trainer_args, resume_checkpoint,
-                             run_fingerprint, save_model_for_publication, write_training_metrics)
+from stages.training import (AcceleratorOptions, StopOnSignal, claim_work_dir, common_trainer_args,
+                             resume_checkpoint, run_fingerprint, save_model_for_publication,
+                             write_training_metrics)
 
 
 @dataclass
@@ -236,9 +237,11 @@ def main(argv=None):
         vllm_tensor_parallel_size=config.vllm_tensor_parallel_size, generation_kwargs=vllm_stop or None,
         gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None, use_liger_kernel=config.use_liger_kernel,
         **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps))
+    stop = StopOnSignal()
     trainer = GRPOTrainer(model=model, reward_funcs=reward_functions, args=args, train_dataset=dataset,
-                          processing_class=tokenizer, callbacks=[StageMetrics(accuracy, phase_start)])
+                          processing_class=tokenizer, callbacks=[stop, StageMetrics(accuracy, phase_start)])
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
+    stop.exit_if_stopped(trainer)
     model.generation_config.eos_token_id = saved_eos  # the stop at </answer> belongs to this stage's sampling
 
     if not save_model_for_publication(trainer, tokenizer, config.output_dir):

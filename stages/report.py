@@ -55,7 +55,14 @@ def table_rows(scores: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def built_elsewhere(directory: Path) -> bool:
+    """An artifact brought with start_from may come without this pipeline's manifest."""
+    return not (directory / "manifest.json").exists()
+
+
 def mixture_rows(mixture_dir: Path) -> tuple[list[str], list[list[str]]]:
+    if built_elsewhere(mixture_dir):
+        return ["", "count"], [["mixture brought by start_from (no manifest)", str(mixture_dir)]]
     metrics = read_manifest(mixture_dir)["metrics"]
     rows = [["candidates sampled", str(metrics["candidates"])]]
     rows += [[f"removed: {reason}", str(n)] for reason, n in sorted(metrics["removed"].items())]
@@ -67,6 +74,9 @@ def mixture_rows(mixture_dir: Path) -> tuple[list[str], list[list[str]]]:
 def reward_model_rows(dirs: list[Path]) -> tuple[list[str], list[list[str]]]:
     rows = []
     for directory in dirs:
+        if built_elsewhere(directory):
+            rows.append([directory.name, "brought by start_from (no manifest)", "–", "–"])
+            continue
         m = read_manifest(directory)["metrics"]
         rows.append([m["kind"], str(m["held_out_pairs"]), f"{m['held_out_pairwise_accuracy_before']:.3f}",
                      f"{m['held_out_pairwise_accuracy']:.3f}"])

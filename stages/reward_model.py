@@ -26,8 +26,9 @@ from trl import RewardConfig, RewardTrainer
 from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
-from stages.training import (AcceleratorOptions, claim_work_dir, common_trainer_args, resume_checkpoint,
-                             run_fingerprint, save_model_for_publication, write_training_metrics)
+from stages.training import (AcceleratorOptions, StopOnSignal, claim_work_dir, common_trainer_args,
+                             resume_checkpoint, run_fingerprint, save_model_for_publication,
+                             write_training_metrics)
 
 KINDS = ("helpful", "harmless")
 REWARD_STATS = "reward_stats.json"
@@ -110,9 +111,11 @@ def main(argv=None):
         center_rewards_coefficient=config.center_rewards_coefficient or None, lr_scheduler_type="cosine",
         warmup_steps=0.05, deepspeed=config.deepspeed or None, use_liger_kernel=config.use_liger_kernel,
         **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps))
+    stop = StopOnSignal()
     trainer = RewardTrainer(model=model, args=args, train_dataset=conversational_pairs(train),
-                            processing_class=tokenizer)
+                            processing_class=tokenizer, callbacks=[stop])
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
+    stop.exit_if_stopped(trainer)
     accuracy, held_out_scores = pairwise_accuracy(trainer.model.eval(), tokenizer, held_out)
 
     if not save_model_for_publication(trainer, tokenizer, config.output_dir):

@@ -18,8 +18,9 @@ from trl import SFTConfig, SFTTrainer
 from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
-from stages.training import (AcceleratorOptions, claim_work_dir, common_trainer_args, resume_checkpoint,
-                             run_fingerprint, save_model_for_publication, write_training_metrics)
+from stages.training import (AcceleratorOptions, StopOnSignal, claim_work_dir, common_trainer_args,
+                             resume_checkpoint, run_fingerprint, save_model_for_publication,
+                             write_training_metrics)
 
 
 @dataclass
@@ -87,8 +88,10 @@ def main(argv=None):
         warmup_steps=config.warmup_ratio, weight_decay=config.weight_decay,  # a float < 1 is a ratio
         gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None, use_liger_kernel=config.use_liger_kernel,
         **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps))
-    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    stop = StopOnSignal()
+    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=[stop])
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
+    stop.exit_if_stopped(trainer)
 
     if not save_model_for_publication(trainer, tokenizer, config.output_dir):
         return  # another process of a multi-GPU run: the main one publishes

@@ -4,11 +4,14 @@ and the training curves written to metrics.jsonl."""
 import json
 import os
 import shutil
+import signal
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
+from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from stages.artifacts import METRICS, partial_dir, path_digest, write_jsonl
@@ -106,6 +109,45 @@ def resume_checkpoint(work_dir: str) -> str | None:
         if process_rank() == 0:
             shutil.rmtree(checkpoint)
     return None
+
+
+class StopOnSignal(TrainerCallback):
+    """Slurm's time limit and preemption send SIGTERM, then SIGKILL after KillWait (30 s by default);
+    Ctrl-C sends SIGINT. Either one lets the current step finish, saves a checkpoint and stops
+    training; `exit_if_stopped` then ends the process without publishing, and a rerun resumes from
+    that checkpoint. A second Ctrl-C stops at once. All processes of a multi-GPU run agree on the
+    step to stop at (a ZeRO-3 save is collective)."""
+
+    def __init__(self):
+        self.received: int | None = None
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum, _frame):
+        self.received = signum
+        print(f"received {signal.Signals(signum).name}: saving a checkpoint at the end of this step", flush=True)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def _agreed(self, args) -> bool:
+        stop = self.received is not None
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            flag = torch.tensor([float(stop)], device=args.device)
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+            stop = bool(flag.item())
+        return stop
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._agreed(args):
+            control.should_save = True
+            control.should_training_stop = True
+            self.received = self.received or signal.SIGTERM  # another process got it
+        return control
+
+    def exit_if_stopped(self, trainer) -> None:
+        if self.received is not None:
+            print(f"stopped at step {trainer.state.global_step} by {signal.Signals(self.received).name}; "
+                  f"a rerun resumes from the checkpoint saved there", flush=True)
+            sys.exit(128 + self.received)
 
 
 def write_training_metrics(trainer, output_dir) -> list[dict]:

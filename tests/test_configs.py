@@ -15,8 +15,9 @@ def load(name):
 
 
 def plan(tmp_path, venv_env, config_path):
+    """`snakemake -n --profile profiles/slurm`: the plan a user's cluster run starts from."""
     env = dict(venv_env, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-    done = snakemake(tmp_path, config_path, "-n", "-p", "all", env=env)
+    done = snakemake(tmp_path, config_path, "-n", "-p", "all", "--profile", str(REPO / "profiles" / "slurm"), env=env)
     return planned_jobs(done.stdout), planned_job_details(done.stdout)
 
 
@@ -40,6 +41,8 @@ def test_every_real_config_plans_the_whole_dag(plans, name):
     assert jobs["generate_shard"] == config["rejection_sampling"]["num_shards"]
     assert jobs["evaluate"] == len(config["evaluation"]["models"])
     assert all(jobs[rule] == 1 for rule in MAIN_LINE)
+    for job in details:  # the profile's site defaults reach every job
+        assert job["resources"].get("slurm_partition") == "gpu", job
     for job in details:  # only the login-node rules may reach the hub
         assert ("env -u HF_HUB_OFFLINE" in job["shell"]) == (job["rule"] in ("prepare_data", "fetch_model"))
 

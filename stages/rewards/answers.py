@@ -2,7 +2,7 @@
 
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 BOXED = "\\boxed{"
-MAX_ANSWER_CHARS = 1000  # a final answer longer than this is not an answer
+MAX_ANSWER_CHARS = 300  # a final answer longer than this is not an answer (MATH's longest are ~150)
 
 
 def last_boxed(text: str) -> str | None:

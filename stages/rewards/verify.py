@@ -51,9 +51,13 @@ def fast_verdict(pred: str, gold: str) -> bool | None:
 
 
 def _serve(conn) -> None:
-    """Worker loop: (gold, pred) in, bool out. Runs in its own process."""
+    """Worker loop: says "ready" once math-verify is imported, then (gold, pred) in, bool out."""
+    import logging
+
     from math_verify import parse, verify
 
+    logging.getLogger("math_verify").setLevel(logging.ERROR)  # its "timeout disabled" notice: the kill is ours
+    conn.send("ready")
     while True:
         try:
             gold, pred = conn.recv()
@@ -68,57 +72,88 @@ def _serve(conn) -> None:
         conn.send(bool(verdict))
 
 
+class _Worker:
+    """One math-verify process. It is spawned ahead of need: start-up (importing sympy) takes seconds."""
+
+    def __init__(self):
+        context = multiprocessing.get_context("spawn")  # never fork a process that holds torch threads
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_serve, args=(child,), daemon=True)
+        self.process.start()
+        child.close()
+        self.ready = False
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        if not self.ready and self.conn.poll(timeout_s):
+            self.ready = self.conn.recv() == "ready"
+        return self.ready
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.join()
+        self.conn.close()
+
+
 class AnswerVerifier:
-    """Compares answers; the symbolic path runs in a worker killed after `timeout_s`."""
+    """Compares answers; the symbolic path runs in a worker killed after `timeout_s`. A warm spare
+    worker stands by, so a kill costs the timeout, not a new worker's start-up."""
 
     def __init__(self, timeout_s: float = 5.0):
         self.timeout_s = timeout_s
         self.timeouts = 0
         self.symbolic_calls = 0
-        self._process = None
-        self._conn = None
-        self._fresh_worker = False
+        self.worker_deaths = 0
+        self._active: _Worker | None = None
+        self._spare: _Worker | None = None
 
-    def _start(self) -> None:
-        context = multiprocessing.get_context("spawn")  # never fork a process that holds torch threads
-        self._conn, child = context.Pipe()
-        self._process = context.Process(target=_serve, args=(child,), daemon=True)
-        self._process.start()
-        child.close()
-        self._fresh_worker = True
+    @property
+    def _process(self):
+        return self._active.process if self._active else None
 
-    def _kill(self) -> None:
-        if self._process is not None:
-            self._process.kill()
-            self._process.join()
-            self._conn.close()
-        self._process = self._conn = None
+    def _worker(self) -> _Worker | None:
+        """The worker to use now (promoting the spare), with a new spare warming up behind it."""
+        if self._active is None or not self._active.process.is_alive():
+            self._active, self._spare = (self._spare or _Worker()), None
+        if self._spare is None:
+            self._spare = _Worker()
+        if not self._active.wait_ready(WORKER_STARTUP_S):
+            self._retire()
+            return None
+        return self._active
+
+    def _retire(self) -> None:
+        if self._active is not None:
+            self._active.kill()
+        self._active = None
 
     def close(self) -> None:
-        self._kill()
+        self._retire()
+        if self._spare is not None:
+            self._spare.kill()
+        self._spare = None
 
     def __del__(self):
         try:
-            self._kill()
+            self.close()
         except Exception:  # noqa: BLE001  interpreter shutdown
             pass
 
     def symbolic(self, pred: str, gold: str) -> bool:
-        if self._process is None or not self._process.is_alive():
-            self._start()
         self.symbolic_calls += 1
-        self._conn.send((gold, pred))
-        # The first call after a (re)start also pays the worker's start-up and math-verify's import.
-        deadline = self.timeout_s + (WORKER_STARTUP_S if self._fresh_worker else 0.0)
-        self._fresh_worker = False
-        if self._conn.poll(deadline):
-            try:
-                return self._conn.recv()
-            except EOFError:
-                self._kill()
-                return False
+        worker = self._worker()
+        if worker is None:  # did not even start in time: count it as a timeout, never hang
+            self.timeouts += 1
+            return False
+        try:
+            worker.conn.send((gold, pred))
+            if worker.conn.poll(self.timeout_s):
+                return worker.conn.recv()
+        except (EOFError, OSError):  # the worker died on this input (crash, out of memory): a wrong answer
+            self.worker_deaths += 1
+            self._retire()
+            return False
         self.timeouts += 1
-        self._kill()
+        self._retire()
         return False
 
     def __call__(self, pred: str | None, gold: str) -> bool:

@@ -1,0 +1,81 @@
+"""Killed stages resume: SIGTERM (a Slurm time limit) to a running GRPO stage saves a checkpoint and
+stops it; rerunning Snakemake resumes from that checkpoint and ends exactly where an uninterrupted
+run ends."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests.snakemake_helpers import FAST, REPO, TINY, merged, write_config
+
+TARGET = "results/tiny/r1_zero"
+# Long enough to be caught mid-way; no periodic checkpoints, so the only one is the signal's.
+CONFIG = merged(merged(TINY, FAST), {"r1_zero": {"max_steps": 30, "save_steps": 1000, "logging_steps": 1}})
+TIMING_KEYS = ("step_time",)
+
+
+def snakemake_command(directory: Path, config_path: Path) -> list[str]:
+    return ["snakemake", TARGET, "-s", str(REPO / "Snakefile"), "-d", str(directory), "--cores", "2",
+            "--configfile", str(config_path)]
+
+
+def stage_process(directory: Path) -> int | None:
+    """The GRPO stage's process among this test's processes (identified by its working directory)."""
+    done = subprocess.run(["pgrep", "-f", "stages.grpo --stage r1_zero"], capture_output=True, text=True)
+    for pid in map(int, done.stdout.split()):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if os.readlink(f"/proc/{pid}/cwd") == str(directory) and argv[1:3] == [b"-m", b"stages.grpo"]:
+                return pid  # the Python process itself, not the shell Snakemake started it from
+        except OSError:
+            continue
+    return None
+
+
+def logged_steps(log: Path) -> int:
+    return log.read_text().count("'reward':") if log.exists() else 0
+
+
+def training_rows(directory: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (directory / TARGET / "metrics.jsonl").open()]
+    return [{k: v for k, v in row.items() if k not in TIMING_KEYS} for row in rows if "reward" in row]
+
+
+def test_sigterm_at_a_random_step_then_rerun_ends_like_an_uninterrupted_run(tmp_path, venv_env):
+    env = dict(venv_env, PYTHONUNBUFFERED="1")  # the stage's log shows each step as it happens
+    whole, interrupted = tmp_path / "whole", tmp_path / "interrupted"
+    for directory in (whole, interrupted):
+        directory.mkdir()
+    subprocess.run(snakemake_command(whole, write_config(whole, CONFIG)), env=env, check=True, capture_output=True)
+
+    config_path = write_config(interrupted, CONFIG)
+    # the data and base model first, so the kill lands in GRPO, not in pre-training
+    subprocess.run(snakemake_command(interrupted, config_path)[:1] + ["results/tiny/base"]
+                   + snakemake_command(interrupted, config_path)[2:], env=env, check=True, capture_output=True)
+    kill_after = random.Random().randint(3, 20)
+    run = subprocess.Popen(snakemake_command(interrupted, config_path), env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    log = interrupted / "results" / "tiny" / "logs" / "r1_zero.log"
+    deadline = time.time() + 300
+    while logged_steps(log) < kill_after and run.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    pid = stage_process(interrupted)
+    assert pid is not None and run.poll() is None, f"the stage was not running at step {kill_after}"
+    os.kill(pid, signal.SIGTERM)
+    output = run.communicate(timeout=300)[0]
+    assert run.returncode != 0, output
+    first_log = log.read_text()
+    assert "received SIGTERM" in first_log and "stopped at step" in first_log
+    stopped_at = int(first_log.split("stopped at step ")[1].split()[0])
+    assert 0 < stopped_at < 30
+    assert (interrupted / "results" / "tiny" / ".work" / "r1_zero" / f"checkpoint-{stopped_at}" / "trainer_state.json").exists()
+    assert not (interrupted / TARGET).exists()
+
+    subprocess.run(snakemake_command(interrupted, config_path), env=env, check=True, capture_output=True)
+    assert f"resuming from results/tiny/.work/r1_zero/checkpoint-{stopped_at}" in log.read_text()
+    assert training_rows(interrupted) == training_rows(whole)
+    assert (interrupted / TARGET / "model.safetensors").read_bytes() == (whole / TARGET / "model.safetensors").read_bytes()
