@@ -96,6 +96,16 @@ def common_trainer_args(work_dir: str, seed: int, save_steps: int, logging_steps
     }
 
 
+def complete_checkpoint(checkpoint: Path) -> bool:
+    """The Trainer writes trainer_state.json after the weights, optimizer and RNG states: a checkpoint
+    whose write was killed lacks it, or holds a cut-off copy."""
+    try:
+        json.loads((checkpoint / "trainer_state.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def resume_checkpoint(work_dir: str) -> str | None:
     """The newest checkpoint the Trainer finished writing (it writes trainer_state.json last). The
     main process deletes newer ones whose write was killed; the others only pass them by."""
@@ -103,7 +113,7 @@ def resume_checkpoint(work_dir: str) -> str | None:
         return None
     checkpoints = [p for p in Path(work_dir).glob(f"{PREFIX_CHECKPOINT_DIR}-*") if p.name.rsplit("-", 1)[-1].isdigit()]
     for checkpoint in sorted(checkpoints, key=lambda p: int(p.name.rsplit("-", 1)[-1]), reverse=True):
-        if (checkpoint / "trainer_state.json").exists():
+        if complete_checkpoint(checkpoint):
             print(f"resuming from {checkpoint}", flush=True)
             return str(checkpoint)
         if process_rank() == 0:

@@ -26,6 +26,14 @@ def test_resume_takes_the_newest_complete_checkpoint_and_the_main_process_drops_
     assert not killed.exists()
 
 
+def test_a_state_file_cut_off_mid_write_marks_the_checkpoint_incomplete(tmp_path):
+    _checkpoint(tmp_path, 100)
+    cut = _checkpoint(tmp_path, 200)
+    (cut / "trainer_state.json").write_text('{"global_step": 200, "log_hist')
+    assert resume_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint-100")
+    assert not cut.exists()
+
+
 def test_other_processes_pass_a_killed_write_by_without_deleting_it(tmp_path, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     _checkpoint(tmp_path, 100)
