@@ -5,7 +5,8 @@ import shlex
 
 from snakemake.utils import validate
 
-from stages.config_checks import cross_field_errors
+from stages.artifacts import MIXTURE
+from stages.config_checks import compute_settings, cross_field_errors
 from stages.templates import template_for_stage
 
 validate(config, schema="../configs/schema.yaml")
@@ -112,20 +113,10 @@ def model_path(stage):
 LAUNCH_KEYS = ("accelerate_config", "vllm_server_gpus")
 
 
-def compute(stage):
-    """A stage's `compute` entry over the `default` one (empty without a `compute` section). A stage
-    that sets cpus_per_gpu drops the default's cpus_per_task: sbatch refuses the two together."""
-    section = config.get("compute", {})
-    default, own = dict(section.get("default", {})), section.get(stage, {})
-    if "cpus_per_gpu" in own:
-        default.pop("cpus_per_task", None)
-    return {**default, **own}
-
-
 def stage_resources(stage):
     """Snakemake resources for the Slurm executor. `gpu` in the config counts GPUs per node: a multi-node
     job asks for them per node (gres) and runs one launcher task per node through srun (`mpi`)."""
-    resources = {k: v for k, v in compute(stage).items() if k not in LAUNCH_KEYS}
+    resources = {k: v for k, v in compute_settings(config, stage).items() if k not in LAUNCH_KEYS}
     if "cpus_per_gpu" in resources:
         resources["cpus_per_task"] = 0  # masks a profile's default: the plugin takes cpus_per_task first
     nodes, gpus = resources.get("nodes", 1), resources.pop("gpu", 0)
@@ -138,7 +129,7 @@ def stage_resources(stage):
 
 def launcher(stage, module):
     """How a training stage starts: a plain process, or stages.launch for several GPUs or nodes."""
-    settings = compute(stage)
+    settings = compute_settings(config, stage)
     nodes, gpus, server = settings.get("nodes", 1), settings.get("gpu", 0), settings.get("vllm_server_gpus", 0)
     if nodes == 1 and gpus <= 1 and not server:
         return f"python -m {module}"

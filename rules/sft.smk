@@ -36,13 +36,14 @@ rule mixture_sft:
         benchmark_file("mixture_sft")
     params:
         launch=launcher("mixture_sft", "stages.sft"),
+        mixture=os.path.join(artifact("mixture"), MIXTURE),
         work=work_dir("mixture_sft"),
         args=stage_args(config["mixture_sft"], exclude=("init",)),
     threads: 2
     resources:
         **stage_resources("mixture_sft"),
     shell:
-        "{params.launch} --stage mixture_sft --model_path {input.model} --train_data {input.data}/mixture.parquet"
+        "{params.launch} --stage mixture_sft --model_path {input.model} --train_data {params.mixture}"
         " --output_dir {output} --work_dir {params.work} --seed {config[seed]} {params.args} > {log} 2>&1"
 
 
@@ -59,6 +60,7 @@ rule distill_student:
         benchmark_file("distill_{student}")
     params:
         launch=launcher("distill", "stages.sft"),
+        mixture=os.path.join(artifact("mixture"), MIXTURE),
         work=lambda wc: work_dir(f"distill_{wc.student}"),
         args=lambda wc: stage_args({**config["distillation"]["sft"],
                                     **config["distillation"]["students"][wc.student].get("sft", {})}),
@@ -67,5 +69,5 @@ rule distill_student:
         **stage_resources("distill"),
     shell:
         "{params.launch} --stage distill_{wildcards.student} --model_path {input.model}"
-        " --train_data {input.data}/mixture.parquet --output_dir {output} --work_dir {params.work}"
+        " --train_data {params.mixture} --output_dir {output} --work_dir {params.work}"
         " --seed {config[seed]} {params.args} > {log} 2>&1"

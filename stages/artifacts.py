@@ -17,6 +17,7 @@ from pathlib import Path
 
 MANIFEST = "manifest.json"
 METRICS = "metrics.jsonl"
+MIXTURE = "mixture.parquet"  # the SFT mixture inside the rejection-sampling output
 PACKAGES = ("torch", "transformers", "trl", "datasets", "accelerate", "tokenizers", "math-verify", "vllm",
             "deepspeed")
 FULL_HASH_LIMIT = 64 * 2**20  # bigger files (multi-GB weights) are hashed by size + head + tail

@@ -11,9 +11,23 @@ TRAINING_SETS = ("rl_prompts", "cold_start", "general", "rl_general", "preferenc
 REPO = Path(__file__).resolve().parent.parent
 
 
+CPU_KEYS = ("cpus_per_task", "cpus_per_gpu")  # sbatch takes one or the other, never both
+
+
+def compute_settings(config: dict, stage: str) -> dict:
+    """A stage's `compute` entry over the `default` one (empty without a `compute` section). A stage
+    that names its CPUs either way replaces the default's CPU setting, whichever way that was given."""
+    section = config.get("compute", {})
+    default, own = dict(section.get("default", {})), section.get(stage, {})
+    if any(key in own for key in CPU_KEYS):
+        for key in CPU_KEYS:
+            default.pop(key, None)
+    return {**default, **own}
+
+
 def training_world_size(config: dict, stage: str) -> int:
     """Training processes of a stage: its GPUs over all nodes, less those serving vLLM (at least 1)."""
-    settings = {**config.get("compute", {}).get("default", {}), **config.get("compute", {}).get(stage, {})}
+    settings = compute_settings(config, stage)
     gpus = settings.get("gpu", 0) * settings.get("nodes", 1) - settings.get("vllm_server_gpus", 0)
     return max(gpus, 1)
 

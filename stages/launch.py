@@ -126,7 +126,11 @@ def srun_argv(task: Task, job_id: str, gpus_per_node: int) -> list[str]:
             "--kill-on-bad-exit=1", "--export", "ALL", "bash", "-c", f"exec {task.command()}"]
 
 
-def run(tasks: list[Task], wrap=lambda task: ["bash", "-c", f"exec {task.command()}"], poll_s: float = 1.0) -> int:
+def local_argv(task: Task) -> list[str]:
+    return ["bash", "-c", f"exec {task.command()}"]
+
+
+def run(tasks: list[Task], wrap=local_argv, poll_s: float = 1.0) -> int:
     """Starts every task, waits for the trainers; stops the rest when one fails or all trainers end.
     Returns the first failing trainer's exit code (0 when all succeed)."""
     processes = {task.name: subprocess.Popen(wrap(task), start_new_session=True) for task in tasks}
@@ -168,8 +172,7 @@ def main(argv=None):
     for task in tasks:
         print(f"[launch] {task.name} on {task.host}: {task.command()}", flush=True)
     job = os.environ.get("SLURM_JOB_ID")
-    wrap = (lambda task: srun_argv(task, job, config.gpus_per_node)) if config.nodes > 1 else \
-        (lambda task: ["bash", "-c", f"exec {task.command()}"])
+    wrap = (lambda task: srun_argv(task, job, config.gpus_per_node)) if config.nodes > 1 else local_argv
     sys.exit(run(tasks, wrap))
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stages.artifacts import staged_output
+from stages.artifacts import MIXTURE, staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import SCHEMAS, normalize_prompt, read_table
 from stages.rewards.answers import extract_final_answer
@@ -190,7 +190,7 @@ def main(argv=None):
 
     inputs = {"general_data": config.general_data, **{f"shard_{i}": p for i, p in enumerate(config.shards)}}
     with staged_output(config.output_dir, "rejection_sampling", config, inputs) as (scratch, headline):
-        pq.write_table(pa.Table.from_pylist(mixture, schema=SCHEMAS["sft"]), scratch / "mixture.parquet")
+        pq.write_table(pa.Table.from_pylist(mixture, schema=SCHEMAS["sft"]), scratch / MIXTURE)
         selected = Counter(row["domain"] for row in mixture)
         headline.update({
             "candidates": len(candidates),

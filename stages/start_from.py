@@ -5,12 +5,13 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from stages.artifacts import MIXTURE
 from stages.data.schema import SCHEMAS
 
 # What each stage's artifact is: a causal LM, a reward model (sequence classifier), or the SFT mixture.
 POLICY_STAGES = ("r1_zero", "cold_start_sft", "reasoning_rl", "mixture_sft", "final_rl")
 REWARD_MODEL_STAGES = ("reward_model_helpful", "reward_model_harmless")
-DATA_STAGES = {"mixture": "mixture.parquet"}
+DATA_STAGES = {"mixture": MIXTURE}
 STAGES = POLICY_STAGES + REWARD_MODEL_STAGES + tuple(DATA_STAGES)
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")

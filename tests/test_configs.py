@@ -117,3 +117,15 @@ def test_gpu_smoke_config_plans_every_stage_with_vllm_sampling(tmp_path, venv_en
     assert all("--backend vllm" in job["shell"] for job in by_rule(details, "generate_shard") + by_rule(details, "evaluate"))
     assert all("--use_vllm true --vllm_mode colocate" in job["shell"]
                for rule in ("r1_zero_grpo", "reasoning_rl", "final_rl") for job in by_rule(details, rule))
+
+
+def test_a_stage_s_own_cpu_setting_replaces_the_default_s_either_way():
+    from stages.config_checks import compute_settings
+
+    config = {"compute": {"default": {"cpus_per_task": 8, "mem_mb": 100}, "r1_zero": {"gpu": 8, "cpus_per_gpu": 12},
+                          "evaluate": {"mem_mb": 50}}}
+    assert compute_settings(config, "r1_zero") == {"mem_mb": 100, "gpu": 8, "cpus_per_gpu": 12}
+    assert compute_settings(config, "evaluate") == {"cpus_per_task": 8, "mem_mb": 50}
+    flipped = {"compute": {"default": {"cpus_per_gpu": 12}, "rejection_sampling": {"cpus_per_task": 32}}}
+    assert compute_settings(flipped, "rejection_sampling") == {"cpus_per_task": 32}
+    assert compute_settings({}, "final_rl") == {}

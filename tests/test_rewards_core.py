@@ -81,7 +81,7 @@ def test_a_worker_that_dies_mid_check_is_a_wrong_answer_and_is_replaced():
     verifier = AnswerVerifier(timeout_s=5.0)
     try:
         assert verifier("\\sqrt{4}", "2")  # the worker is up
-        pid = verifier._process.pid
+        pid = verifier._active.process.pid
         threading.Timer(0.3, os.kill, args=(pid, signal.SIGKILL)).start()  # dies while checking a slow one
         assert verifier("10^{10^{10^{10}}}", "10^{10^{10^{9}}}") is False
         assert verifier.worker_deaths == 1 and verifier.timeouts == 0

@@ -248,8 +248,7 @@ def words(text_: str) -> list[str]:
     return re.findall(r"\w+", text_.lower())
 
 
-def ngrams(text_: str, n: int) -> set[tuple[str, ...]]:
-    tokens = words(text_)
+def ngrams(tokens: list[str], n: int) -> set[tuple[str, ...]]:
     return {tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)}
 
 
@@ -267,15 +266,17 @@ class Decontaminator:
 
     def __init__(self, eval_prompts: list[str], n: int):
         self.n = n
-        self.eval_ngrams = set().union(*(ngrams(p, n) for p in eval_prompts)) if n else set()
-        self.short_prompts = {" ".join(words(p)) for p in eval_prompts if 0 < len(words(p)) < n} if n else set()
+        tokenized = [words(p) for p in eval_prompts] if n else []
+        self.eval_ngrams = set().union(*(ngrams(tokens, n) for tokens in tokenized))
+        self.short_prompts = {" ".join(tokens) for tokens in tokenized if 0 < len(tokens) < n}
 
     def overlaps(self, training_text: str) -> bool:
         if not self.n:
             return False
-        if not ngrams(training_text, self.n).isdisjoint(self.eval_ngrams):
+        tokens = words(training_text)
+        if not ngrams(tokens, self.n).isdisjoint(self.eval_ngrams):
             return True
-        joined = f" {' '.join(words(training_text))} "
+        joined = f" {' '.join(tokens)} "
         return any(f" {p} " in joined for p in self.short_prompts)
 
 

@@ -106,10 +106,6 @@ class AnswerVerifier:
         self._active: _Worker | None = None
         self._spare: _Worker | None = None
 
-    @property
-    def _process(self):
-        return self._active.process if self._active else None
-
     def _worker(self) -> _Worker | None:
         """The worker to use now (promoting the spare), with a new spare warming up behind it."""
         if self._active is None or not self._active.process.is_alive():
