@@ -22,6 +22,8 @@ if pretrained_stages("build"):
         threads: 2
         resources:
             **stage_resources("base"),
+        container:
+            container_image("base")
         shell:
             "python -m stages.base_model --corpus {input.corpus} --output_dir {output} --work_dir {params.work}"
             " --seed {config[seed]} {params.args} > {log} 2>&1"
@@ -42,6 +44,8 @@ if pretrained_stages("hub"):
         wildcard_constraints:
             fetched="|".join(pretrained_stages("hub")),
         localrule: True
+        container:
+            image("cpu")
         shell:
             "{ONLINE} python -m stages.fetch_model --name_or_path {params.name} --revision '{params.revision}'"
             " --output_dir {output} > {log} 2>&1"

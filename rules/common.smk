@@ -4,8 +4,9 @@ import os
 import shlex
 
 from snakemake.utils import validate
+from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
-from stages.artifacts import MIXTURE
+from stages.artifacts import MIXTURE, code_version
 from stages.config_checks import compute_settings, cross_field_errors
 from stages.templates import template_for_stage
 
@@ -30,7 +31,12 @@ wildcard_constraints:
 RUN_DIR = os.path.join(config["results_dir"], config["run_name"])
 # Compute jobs never reach the hub (clusters' compute nodes often cannot): data and models are
 # fetched into the run by local rules first, which opt back in with ONLINE.
-shell.prefix("set -euo pipefail; export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1; ")
+# The stage modules come from this checkout, also inside a container image (which holds only packages).
+shell.prefix(
+    "set -euo pipefail; export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1"
+    f" R1_CODE_VERSION={shlex.quote(code_version())} PYTHONPATH={shlex.quote(workflow.basedir)}"
+    "${{PYTHONPATH:+:$PYTHONPATH}}; "  # doubled braces: Snakemake formats the prefix too
+)
 ONLINE = "env -u HF_HUB_OFFLINE -u HF_DATASETS_OFFLINE -u TRANSFORMERS_OFFLINE"
 
 
@@ -127,18 +133,53 @@ def stage_resources(stage):
     return resources
 
 
+def uses_launcher(stage):
+    settings = compute_settings(config, stage)
+    return settings.get("nodes", 1) > 1 or settings.get("gpu", 0) > 1 or bool(settings.get("vllm_server_gpus"))
+
+
 def launcher(stage, module):
     """How a training stage starts: a plain process, or stages.launch for several GPUs or nodes."""
-    settings = compute_settings(config, stage)
-    nodes, gpus, server = settings.get("nodes", 1), settings.get("gpu", 0), settings.get("vllm_server_gpus", 0)
-    if nodes == 1 and gpus <= 1 and not server:
+    if not uses_launcher(stage):
         return f"python -m {module}"
-    flags = [f"--module {module}", f"--nodes {nodes}", f"--gpus_per_node {gpus}"]
+    settings = compute_settings(config, stage)
+    flags = [f"--module {module}", f"--nodes {settings.get('nodes', 1)}", f"--gpus_per_node {settings.get('gpu', 0)}"]
     if settings.get("accelerate_config"):
         flags.append(f"--accelerate_config {os.path.join(workflow.basedir, settings['accelerate_config'])}")
-    if server:
-        flags.append(f"--vllm_server_gpus {server}")
+    if settings.get("vllm_server_gpus"):
+        flags.append(f"--vllm_server_gpus {settings['vllm_server_gpus']}")
+    if IN_CONTAINERS:
+        flags.append(f"--task_prefix {shlex.quote(task_container_prefix(stage))}")
     return f"python -m stages.launch {' '.join(flags)} --"
+
+
+# ---- containers: with --sdm apptainer every job runs in an image built from containers/ ------------
+IN_CONTAINERS = DeploymentMethod.APPTAINER in workflow.deployment_settings.deployment_method
+IMAGES = {"cpu": "containers/r1-cpu.sif", "gpu": "containers/r1-gpu.sif", **config.get("containers", {})}
+
+
+def image(flavour):
+    """An image path (relative ones are in this checkout, where `make containers` builds them) or URI."""
+    path = IMAGES[flavour]
+    return path if "://" in path else os.path.join(workflow.basedir, path)
+
+
+def stage_image(stage):
+    return image("gpu" if compute_settings(config, stage).get("gpu", 0) else "cpu")
+
+
+def container_image(stage):
+    """The image Snakemake runs a stage's job in. None for jobs that start stages.launch: a container
+    around the job would hide srun and the allocation, so the launcher runs on the host and starts each
+    task in the image itself (task_container_prefix)."""
+    return None if uses_launcher(stage) else stage_image(stage)
+
+
+def task_container_prefix(stage):
+    """`apptainer exec` as Snakemake itself calls it (home = working directory, the profile's
+    apptainer-args: --nv, site binds), for the launcher's tasks."""
+    args = workflow.deployment_settings.apptainer_args
+    return f"apptainer exec --home {shlex.quote(os.getcwd())} {args} {stage_image(stage)}"
 
 
 def shard_file(shard):

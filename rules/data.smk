@@ -17,6 +17,8 @@ if "tiny" in config["data"]:
             out=result("data"),
             args=stage_args(config["data"]["tiny"]),
         localrule: True
+        container:
+            image("cpu")
         shell:
             "python -m stages.data.tiny --output_dir {params.out} --seed {config[seed]} {params.args} > {log} 2>&1"
 
@@ -36,6 +38,8 @@ else:
             sources=shlex.quote(json.dumps(config["data"]["hub"]["sets"])),
             args=stage_args(config["data"]["hub"], exclude=("sets",)),
         localrule: True
+        container:
+            image("cpu")
         shell:
             "{ONLINE} python -m stages.data.prepare --output_dir {params.out} --sources {params.sources}"
             " --seed {config[seed]} {params.args} > {log} 2>&1"

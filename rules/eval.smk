@@ -18,6 +18,8 @@ rule evaluate:
     threads: 1
     resources:
         **stage_resources("evaluate"),
+    container:
+        container_image("evaluate")
     shell:
         "python -m stages.evaluate --model_path {input.model} --template {params.template}"
         " --eval_sets {params.sets} --output_dir {output} --seed {config[seed]} {params.args} > {log} 2>&1"

@@ -19,6 +19,8 @@ rule r1_zero_grpo:
     threads: 2
     resources:
         **stage_resources("r1_zero"),
+    container:
+        container_image("r1_zero")
     shell:
         "{params.launch} --stage r1_zero --template {params.template} --model_path {input.model}"
         " --train_data {input.prompts} --output_dir {output} --work_dir {params.work} --seed {config[seed]}"
@@ -43,6 +45,8 @@ rule reasoning_rl:
     threads: 2
     resources:
         **stage_resources("reasoning_rl"),
+    container:
+        container_image("reasoning_rl")
     shell:
         "{params.launch} --stage reasoning_rl --template {params.template} --model_path {input.model}"
         " --train_data {input.prompts} --output_dir {output} --work_dir {params.work} --seed {config[seed]}"
@@ -71,6 +75,8 @@ rule final_rl:
     threads: 2
     resources:
         **stage_resources("final_rl"),
+    container:
+        container_image("final_rl")
     shell:
         "{params.launch} --stage final_rl --template {params.template} --model_path {input.model}"
         " --train_data {input.prompts} --general_data {input.general} --helpful_reward_model {input.helpful}"

@@ -20,6 +20,8 @@ rule generate_shard:
     threads: 1
     resources:
         **stage_resources("generate"),
+    container:
+        container_image("generate")
     shell:
         "python -m stages.generate --model_path {input.model} --prompts {input.prompts} --template {params.template}"
         " --shard_index {wildcards.shard} --num_shards {params.num_shards} --work_file {params.work}"
@@ -43,6 +45,8 @@ rule rejection_sampling:
         args=stage_args(config["rejection_sampling"]["filters"]),
     resources:
         **stage_resources("rejection_sampling"),
+    container:
+        container_image("rejection_sampling")
     shell:
         "python -m stages.rejection --shards {input.shards} --general_data {input.general}"
         " --targets {params.targets} --template {params.template} --language {params.language}"

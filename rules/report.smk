@@ -22,6 +22,8 @@ rule report:
         stages=" ".join(evaluated_models()),
         eval_root=result("eval"),
     localrule: True
+    container:
+        image("cpu")
     shell:
         "python -m stages.report --eval_root {params.eval_root} --stages {params.stages} --rl_stages {input.rl}"
         " --mixture {input.mixture} --reward_models {input.reward_models} --output_dir {output} > {log} 2>&1"

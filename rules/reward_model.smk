@@ -18,6 +18,8 @@ rule reward_model:
     threads: 2
     resources:
         **stage_resources("reward_model"),
+    container:
+        container_image("reward_model")
     shell:
         "{params.launch} --kind {wildcards.kind} --model_path {input.model} --data {input.data}"
         " --output_dir {output} --work_dir {params.work} --seed {config[seed]} {params.args} > {log} 2>&1"

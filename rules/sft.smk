@@ -18,6 +18,8 @@ rule cold_start_sft:
     threads: 2
     resources:
         **stage_resources("cold_start_sft"),
+    container:
+        container_image("cold_start_sft")
     shell:
         "{params.launch} --stage cold_start_sft --model_path {input.model} --train_data {input.data}"
         " --output_dir {output} --work_dir {params.work} --seed {config[seed]} {params.args} > {log} 2>&1"
@@ -42,6 +44,8 @@ rule mixture_sft:
     threads: 2
     resources:
         **stage_resources("mixture_sft"),
+    container:
+        container_image("mixture_sft")
     shell:
         "{params.launch} --stage mixture_sft --model_path {input.model} --train_data {params.mixture}"
         " --output_dir {output} --work_dir {params.work} --seed {config[seed]} {params.args} > {log} 2>&1"
@@ -67,6 +71,8 @@ rule distill_student:
     threads: 2
     resources:
         **stage_resources("distill"),
+    container:
+        container_image("distill")
     shell:
         "{params.launch} --stage distill_{wildcards.student} --model_path {input.model}"
         " --train_data {params.mixture} --output_dir {output} --work_dir {params.work}"

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
@@ -50,6 +51,10 @@ def path_digest(path: str | os.PathLike) -> str:
 
 
 def code_version() -> str:
+    """The checkout's git version; the workflow passes its own in R1_CODE_VERSION, since a job in a
+    container image has no git."""
+    if os.environ.get("R1_CODE_VERSION"):
+        return os.environ["R1_CODE_VERSION"]
     root = Path(__file__).resolve().parent.parent
     try:
         out = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty"],
@@ -98,6 +103,7 @@ def staged_output(output_dir: str | os.PathLike, stage: str, config, inputs: dic
         "config": _jsonable(config),
         "code_version": code_version(),
         "packages": package_versions(),
+        "python": sys.executable,  # which environment or container image ran the stage
         "wall_time_s": round(time.time() - started, 2),
         "metrics": headline,
     }

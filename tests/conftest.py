@@ -1,6 +1,7 @@
 """Shared fixtures: small tiny-config data and a briefly pre-trained tiny model, built once per session."""
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,20 @@ def venv_env() -> dict:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     return env
+
+
+@pytest.fixture(scope="session")
+def container_rootfs() -> Path:
+    """The CPU image as a root filesystem (tests/containers/build_rootfs.sh; reused while current).
+    Needs root, apt and the package indexes; CI sets R1_REQUIRE_CONTAINERS=1 so that a missing piece
+    fails instead of skipping."""
+    required = os.environ.get("R1_REQUIRE_CONTAINERS") == "1"
+    if os.geteuid() != 0 and not required:
+        pytest.skip("not root: debootstrap and the image's install steps need it")
+    rootfs = Path(os.environ.get("R1_TEST_ROOTFS", "/var/tmp/r1-test-rootfs"))
+    done = subprocess.run(["bash", str(REPO / "tests" / "containers" / "build_rootfs.sh"), str(rootfs)],
+                          capture_output=True, text=True, timeout=1500)
+    if done.returncode != 0:
+        message = f"build_rootfs.sh failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        pytest.fail(message) if required else pytest.skip(message)
+    return rootfs

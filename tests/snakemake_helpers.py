@@ -1,6 +1,7 @@
 """Running the workflow from tests: a config derived from tiny.yaml, in a temporary directory."""
 
 import copy
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -92,3 +93,12 @@ def planned_job_details(output: str) -> list[dict]:
             "shell": command.group(1) if command else "",
             "wildcards": wildcards.group(1) if wildcards else ""})
     return jobs
+
+
+FAKE_APPTAINER_DIR = REPO / "tests" / "containers"
+IMAGE_PYTHON = "/opt/venv/bin/python"  # the images' interpreter (containers/install.sh)
+
+
+def apptainer_env(env: dict, log: Path) -> dict:
+    """`env` with the stand-in `apptainer` first on PATH, logging its calls to `log` (JSON lines)."""
+    return dict(env, PATH=f"{FAKE_APPTAINER_DIR}{os.pathsep}{env['PATH']}", R1_FAKE_APPTAINER_LOG=str(log))

@@ -4,7 +4,8 @@ GPUs and nodes it promises (nothing is downloaded: prepare_data and fetch_model 
 import pytest
 import yaml
 
-from tests.snakemake_helpers import REPO, merged, planned_job_details, planned_jobs, snakemake, write_config
+from tests.snakemake_helpers import (REPO, apptainer_env, merged, planned_job_details, planned_jobs, snakemake,
+                                     write_config)
 
 REAL_CONFIGS = ["qwen2.5-1.5b", "qwen2.5-7b", "paper"]
 MAIN_LINE = ["r1_zero_grpo", "cold_start_sft", "reasoning_rl", "rejection_sampling", "mixture_sft", "final_rl"]
@@ -15,8 +16,9 @@ def load(name):
 
 
 def plan(tmp_path, venv_env, config_path):
-    """`snakemake -n --profile profiles/slurm`: the plan a user's cluster run starts from."""
-    env = dict(venv_env, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    """`snakemake -n --profile profiles/slurm`: the plan a user's cluster run starts from. The profile
+    runs jobs in Apptainer images, and Snakemake asks for `apptainer --version` even in a dry run."""
+    env = apptainer_env(dict(venv_env, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1"), tmp_path / "apptainer-calls.jsonl")
     done = snakemake(tmp_path, config_path, "-n", "-p", "all", "--profile", str(REPO / "profiles" / "slurm"), env=env)
     return planned_jobs(done.stdout), planned_job_details(done.stdout)
 
@@ -68,6 +70,8 @@ def test_multi_node_config_spreads_rl_over_three_nodes_with_a_vllm_server(plans)
         assert job["resources"]["mpi"] == "srun" and job["resources"]["tasks"] == "3"
         assert "--nodes 3 --gpus_per_node 8" in job["shell"] and "--vllm_server_gpus 8" in job["shell"]
         assert "zero3.yaml" in job["shell"] and job["resources"]["cpus_per_task"] == "0"  # cpus_per_gpu rules
+        # the launcher runs on the host; every task it starts goes into the GPU image with the profile's args
+        assert f"--nv --bind /scratch {REPO}/containers/r1-gpu.sif'" in job["shell"], job["shell"]
     for rule in ("cold_start_sft", "mixture_sft"):
         (job,) = by_rule(details, rule)
         assert job["resources"]["nodes"] == "2" and job["resources"]["tasks"] == "2"

@@ -3,6 +3,7 @@
 from `sacct` what each job got. Needs root and apt to set the cluster up; CI sets
 R1_REQUIRE_SLURM=1 so a cluster that does not come up fails the test instead of skipping it."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -12,7 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.snakemake_helpers import FAST, REPO, TINY, merged, planned_jobs, snakemake, write_config
+from tests.snakemake_helpers import (FAST, IMAGE_PYTHON, REPO, TINY, apptainer_env, merged, planned_jobs, snakemake,
+                                     write_config)
 
 CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
 PARTITION, ACCOUNT = "cpu", "r1test"
@@ -59,6 +61,7 @@ def test_profile_is_the_users_with_site_values_only():
 def site_profile(profile: dict) -> dict:
     site = dict(profile, **{"slurm-init-seconds-before-status-checks": 2, "latency-wait": 5})
     site["default-resources"] = dict(profile["default-resources"], slurm_partition=PARTITION, slurm_account=ACCOUNT)
+    site["apptainer-args"] = f"--nv --bind {REPO}:{REPO}:ro"  # the checkout is outside the working directory
     return site
 
 
@@ -74,17 +77,24 @@ def rule_of(comment: str) -> str:
     return comment.removeprefix("rule_").split("_wildcards")[0]
 
 
-def test_the_fast_dag_runs_as_slurm_jobs_with_the_resources_its_config_asks(cluster, tmp_path, venv_env):
+def test_the_fast_dag_runs_as_slurm_jobs_with_the_resources_its_config_asks(cluster, container_rootfs, tmp_path,
+                                                                            venv_env):
+    """With the profile's containers: the stand-in `apptainer` (tests/containers) on the CPU image's
+    root filesystem; a second name for it stands for the GPU image."""
     profile_dir = tmp_path / "profile"
     profile_dir.mkdir()
     profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
     (profile_dir / "config.yaml").write_text(yaml.safe_dump(site_profile(profile)))
-    config = merged(merged(TINY, FAST), {"compute": SLURM_COMPUTE})
+    gpu_image = tmp_path / "r1-gpu-standin"
+    gpu_image.symlink_to(container_rootfs)
+    containers = {"cpu": str(container_rootfs), "gpu": str(gpu_image)}
+    config = merged(merged(TINY, FAST), {"compute": SLURM_COMPUTE, "containers": containers})
     config_path = write_config(tmp_path, config)
     plan = planned_jobs(snakemake(tmp_path, config_path, "-n", "all", env=venv_env).stdout)
+    env = apptainer_env(venv_env, tmp_path / "apptainer-calls.jsonl")
 
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 5))
-    done = snakemake(tmp_path, config_path, "all", "--profile", str(profile_dir), env=venv_env, check=False)
+    done = snakemake(tmp_path, config_path, "all", "--profile", str(profile_dir), env=env, check=False)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-6000:]
     assert (tmp_path / "results" / "tiny" / "report" / "report.html").exists()
 
@@ -107,3 +117,12 @@ def test_the_fast_dag_runs_as_slurm_jobs_with_the_resources_its_config_asks(clus
     assert "gres/gpu=1" in grpo["AllocTRES"] and grpo["NNodes"] == "1"
     assert all(job["ReqCPUS"] == "2" for job in ran["evaluate"])
     assert all("mem=1500M" in job["AllocTRES"] for job in ran["generate_shard"])
+
+    # every stage ran in its image: the 2-node SFT's launcher put each node's task in the CPU image
+    calls = [json.loads(line)["argv"] for line in Path(env["R1_FAKE_APPTAINER_LOG"]).read_text().splitlines()]
+    sft_tasks = [argv for argv in calls if "stages.sft" in argv and "--stage" in argv and "cold_start_sft" in argv]
+    assert len(sft_tasks) == 2 and all(str(container_rootfs) in argv for argv in sft_tasks)
+    assert any(str(gpu_image) in argv and "stages.grpo" in argv[-1] for argv in calls)
+    manifests = list((tmp_path / "results" / "tiny").glob("**/manifest.json"))
+    assert len(manifests) > 10
+    assert {json.loads(m.read_text())["python"].removesuffix("3") for m in manifests} == {IMAGE_PYTHON}

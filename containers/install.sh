@@ -1,0 +1,35 @@
+#!/bin/sh
+# An image's install steps, run by its Apptainer definition (%post) and by the tests on a debootstrap
+# root filesystem, so that what the tests run is what the image holds:
+#
+#     sh install.sh cpu|gpu
+#
+# Python packages go into /opt/venv from requirements-<flavour>.txt alone: every version is pinned
+# there and `--no-deps` + `pip check` fail the build if the file is incomplete. The GPU image then
+# compiles flash-attn against the installed torch (requirements-gpu-build.txt, nvcc from the base image).
+# Package indexes are the build host's pip configuration (PIP_* variables, pip.conf).
+set -eu
+flavour=${1:?usage: install.sh cpu|gpu}
+here=$(cd "$(dirname "$0")" && pwd)
+requirements="$here/requirements-$flavour.txt"
+test -f "$requirements" || { echo "install.sh: no $requirements" >&2; exit 2; }
+
+export DEBIAN_FRONTEND=noninteractive
+packages="python3 python3-venv ca-certificates procps"
+if [ "$flavour" = gpu ]; then
+    packages="$packages python3-dev build-essential ninja-build git"
+fi
+apt-get update
+# shellcheck disable=SC2086
+apt-get install -y --no-install-recommends $packages
+
+python3 -m venv /opt/venv
+/opt/venv/bin/pip install --no-cache-dir --no-deps -r "$requirements"
+if [ -f "$here/requirements-$flavour-build.txt" ]; then
+    FLASH_ATTENTION_FORCE_BUILD=TRUE MAX_JOBS=${MAX_JOBS:-8} /opt/venv/bin/pip install --no-cache-dir --no-deps --no-build-isolation \
+        -r "$here/requirements-$flavour-build.txt"
+fi
+/opt/venv/bin/pip check
+
+apt-get clean
+rm -rf /var/lib/apt/lists/*

@@ -1,0 +1,130 @@
+"""The container path, in two honest halves (Apptainer cannot be installed on the test machines):
+
+1. The CPU image's own install steps (containers/install.sh, what cpu.def's %post runs) on a debootstrap
+   Debian base: the packages are the pinned ones, and a stage CLI runs inside with bubblewrap.
+2. Snakemake's apptainer code path (`--sdm apptainer`) with a stand-in `apptainer`
+   (tests/containers/apptainer) that runs `exec IMAGE CMD` with bubblewrap on that root filesystem:
+   every job runs inside an image (its manifest names the image's Python), the one its config asks
+   for, with the profile's apptainer-args (--nv, binds); a multi-GPU job's launcher starts each task
+   in the image itself.
+
+Not proven here: that Apptainer builds the definition files (a real `apptainer build` of cpu.def and
+the whole GPU image), SIF images, --nv binding a real driver, the GPU image's packages.
+Needs root, apt (debootstrap, bubblewrap) and the package indexes; CI sets R1_REQUIRE_CONTAINERS=1
+so a missing piece fails instead of skipping.
+"""
+
+import json
+import os
+import re
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from tests.snakemake_helpers import FAST, IMAGE_PYTHON, REPO, TINY, apptainer_env, merged, snakemake, write_config
+
+
+def pinned(requirements: Path) -> dict[str, str]:
+    pins = {}
+    for line in requirements.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            assert version, f"{requirements}: {line!r} is not pinned with =="
+            pins[normalized(name)] = version
+    return pins
+
+
+def normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_cpu_requirements_are_the_tested_environment():
+    """The image gets what the tests run with: same versions as this interpreter's packages."""
+    pins = pinned(REPO / "containers" / "requirements-cpu.txt")
+    installed = {normalized(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    differing = {name: (version, installed.get(name)) for name, version in pins.items()
+                 if installed.get(name, "").split("+")[0] != version and name != "setuptools"}
+    assert not differing, f"requirements-cpu.txt (pinned, installed here): {differing}"
+    for package in ("torch", "transformers", "trl", "datasets", "accelerate", "math-verify"):
+        assert package in pins
+
+
+def test_gpu_requirements_are_fully_pinned_around_the_vllm_trl_supports():
+    pins = pinned(REPO / "containers" / "requirements-gpu.txt")
+    for package in ("torch", "transformers", "trl", "vllm", "deepspeed", "liger-kernel", "accelerate", "datasets",
+                    "math-verify", "flashinfer-python"):
+        assert package in pins, package
+    assert pins["trl"] == metadata.version("trl")
+    build = pinned(REPO / "containers" / "requirements-gpu-build.txt")
+    assert set(build) == {"flash-attn"}
+
+
+@pytest.fixture
+def rootfs(container_rootfs):
+    return container_rootfs
+
+
+@pytest.fixture
+def env(venv_env, tmp_path):
+    return apptainer_env(venv_env, tmp_path / "calls.jsonl")
+
+
+def test_the_image_holds_the_pinned_packages_and_runs_a_stage(rootfs, env, tmp_path):
+    versions = subprocess.run(
+        ["apptainer", "exec", str(rootfs), "python", "-c",
+         "import importlib.metadata as m, json; print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"],
+        env=env, capture_output=True, text=True, check=True, cwd=tmp_path)
+    in_image = {normalized(name): version.split("+")[0] for name, version in json.loads(versions.stdout).items()}
+    pins = pinned(REPO / "containers" / "requirements-cpu.txt")
+    assert {name: in_image.get(name) for name in pins} == pins
+
+    rows = [{"prompt": "What is 6*7?", "completion": "<think>6*7=42</think>\nThe answer is \\boxed{42}.", "solution": "42"},
+            {"prompt": "What is 6*7?", "completion": "<think>hmm</think>\n\\boxed{41}", "solution": "42"}]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    score = ["apptainer", "exec", "--bind", f"{REPO}:{REPO}:ro", str(rootfs), "bash", "-c",
+             f"cd {tmp_path} && PYTHONPATH={REPO} python -m stages.rewards score --rewards accuracy,format "
+             "--input in.jsonl --output out.jsonl && python -c 'import sys; print(sys.executable)'"]
+    done = subprocess.run(score, env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == IMAGE_PYTHON
+    scored = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [row["scores"]["accuracy"] for row in scored] == [1.0, 0.0]
+
+
+def test_snakemake_runs_every_job_in_its_image(rootfs, env, tmp_path):
+    gpu_image = tmp_path / "r1-gpu-standin"  # the same root filesystem under another name: which one a job got
+    gpu_image.symlink_to(rootfs)
+    compute = {"r1_zero": {"gpu": 1}, "cold_start_sft": {"gpu": 2}}  # one GPU job, one multi-GPU launcher job
+    config = merged(merged(TINY, FAST), {"compute": compute, "containers": {"cpu": str(rootfs), "gpu": str(gpu_image)}})
+    site_args = f"--nv --bind {REPO}:{REPO}:ro"
+    done = snakemake(tmp_path, write_config(tmp_path, config), "r1_zero", "dev1", "--sdm", "apptainer",
+                     "--apptainer-args", site_args, env=env, check=False)
+    assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
+
+    calls = [json.loads(line)["argv"] for line in Path(env["R1_FAKE_APPTAINER_LOG"]).read_text().splitlines()]
+    execs = [argv for argv in calls if "exec" in argv]
+    jobs = {}
+    for argv in execs:
+        command = argv[-1]
+        module = re.search(r"-m (stages\.[\w.]+)", command) or re.search(r"-m (stages\.[\w.]+)", " ".join(argv))
+        jobs.setdefault(module.group(1), []).append(argv)
+    expected_images = {"stages.data.tiny": rootfs, "stages.base_model": rootfs, "stages.grpo": gpu_image,
+                       "stages.evaluate": rootfs, "stages.sft": gpu_image}
+    assert set(jobs) == set(expected_images)
+    assert len(jobs["stages.evaluate"]) == 3  # base, r1_zero, cold_start_sft
+    for module, argvs in jobs.items():
+        for argv in argvs:
+            assert str(expected_images[module]) in argv, (module, argv)
+            assert argv[argv.index("--home") + 1] == str(tmp_path)
+            assert f"{REPO}:{REPO}:ro" in argv and "--nv" in argv  # the profile's apptainer-args, as given
+    (sft_task,) = jobs["stages.sft"]
+    assert sft_task[sft_task.index(str(gpu_image)) + 1:][:2] == ["accelerate", "launch"]  # the launcher's task
+
+    run = tmp_path / "results" / "tiny"
+    for stage in ("base", "r1_zero", "cold_start_sft", "eval/base", "eval/r1_zero", "eval/cold_start_sft"):
+        manifest = json.loads((run / stage / "manifest.json").read_text())
+        assert manifest["python"].startswith(IMAGE_PYTHON), stage  # accelerate starts python3
+        assert manifest["code_version"] != "unknown", stage
