@@ -13,9 +13,11 @@ target count; a domain that falls short fails the stage, naming what to raise, u
 """
 
 import json
+import os
 import random
 import re
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -49,6 +51,8 @@ class RejectionConfig:
     max_repeated_ngram_share: float = field(default=0.5, metadata={"help": "Drop responses whose repeated 4-grams exceed this share."})
     allow_shortfall: bool = field(default=False, metadata={"help": "Accept fewer rows than a target instead of failing."})
     verify_timeout_s: float = field(default=5.0)
+    num_workers: int = field(default=0, metadata={
+        "help": "Processes that verify and filter candidates (0: every CPU this job may use)."})
     seed: int = field(default=0)
 
     def target_counts(self) -> dict[str, int]:
@@ -113,10 +117,38 @@ class Filters:
         return None
 
 
+CHUNK = 2000  # candidates per task of the worker pool
+
+_filters: Filters | None = None  # one per pool worker, with its own answer-verifier processes
+
+
+def _start_filters(config: RejectionConfig) -> None:
+    global _filters
+    _filters = Filters(config)
+
+
+def _reasons_to_drop(rows: list[dict]) -> list[str | None]:
+    return [_filters.reason_to_drop(row) for row in rows]
+
+
+def drop_reasons(rows: list[dict], config: RejectionConfig) -> list[str | None]:
+    """Each candidate's reason to drop (None: keep), in order; chunks of candidates go to a pool of
+    processes, since verifying and filtering millions of long responses is CPU-bound."""
+    workers = config.num_workers or len(os.sched_getaffinity(0))
+    chunks = [rows[i:i + CHUNK] for i in range(0, len(rows), CHUNK)]
+    if workers == 1 or len(chunks) <= 1:
+        filters = Filters(config)
+        try:
+            return [filters.reason_to_drop(row) for row in rows]
+        finally:
+            filters.verifier.close()
+    with ProcessPoolExecutor(min(workers, len(chunks)), initializer=_start_filters, initargs=(config,)) as pool:
+        return [reason for chunk in pool.map(_reasons_to_drop, chunks) for reason in chunk]
+
+
 def filter_reasoning(rows: list[dict], config: RejectionConfig) -> tuple[list[dict], Counter]:
-    filters, removed, kept, seen = Filters(config), Counter(), [], set()
-    for row in rows:
-        reason = filters.reason_to_drop(row)
+    removed, kept, seen = Counter(), [], set()
+    for row, reason in zip(rows, drop_reasons(rows, config)):
         key = (row["id"], " ".join(row["completion"].split()))
         if reason is None and key in seen:
             reason = "duplicate"
@@ -125,7 +157,6 @@ def filter_reasoning(rows: list[dict], config: RejectionConfig) -> tuple[list[di
             continue
         seen.add(key)
         kept.append(row)
-    filters.verifier.close()
     random.Random(config.seed).shuffle(kept)
     per_prompt, capped = Counter(), []
     for row in kept:

@@ -37,7 +37,7 @@ class SFTStageConfig(AcceleratorOptions):
     per_device_train_batch_size: int = field(default=8)
     gradient_accumulation_steps: int = field(default=1, metadata={"help": "Paper, Dev3: global batch 64."})
     max_length: int = field(default=1024, metadata={"help": "Tokens per example (paper: 32,768); longer ones are truncated."})
-    packing: bool = field(default=False, metadata={"help": "Pack examples (bfd, padding-free). Slower on CPU for short examples."})
+    packing: bool = field(default=False, metadata={"help": "Pack examples (bfd, padding-free): fewer padding tokens on long-tailed data (bench/sft_tokens.py)."})
     lr_scheduler_type: str = field(default="cosine_with_min_lr")
     min_lr_rate: float = field(default=0.1, metadata={"help": "Cosine decay to this fraction of the peak (paper: 1/10)."})
     warmup_ratio: float = field(default=0.03, metadata={"help": "Share of the steps spent warming up, in [0, 1)."})

@@ -39,6 +39,16 @@ def test_each_filter_removes_its_case_and_counts_it():
     assert len(rows) == len(kept) + sum(removed.values())
 
 
+def test_worker_processes_give_the_single_process_verdicts_in_order(monkeypatch):
+    rows = [_row(f"p{i}", s, GOOD.replace("\\boxed{5}", f"\\boxed{{{answer}}}"), solution="5")
+            for i in range(30) for s, answer in enumerate(["5", "6", "\\sqrt{25}", "10/2", "5.0"])]
+    monkeypatch.setattr(rejection, "CHUNK", 7)  # 150 candidates in 22 chunks, over 2 processes
+    parallel = rejection.drop_reasons(rows, _config(num_workers=2))
+    single = rejection.drop_reasons(rows, _config(num_workers=1))
+    assert parallel == single
+    assert parallel.count("incorrect") == 30 and parallel.count(None) == 120
+
+
 def test_code_answers_in_the_summary_are_kept():
     completion = "<think>\nprint the sum\n</think>\n\n```python\nprint(2 + 3)\n```\nThe answer is \\boxed{5}."
     kept, removed = filter_reasoning([_row("a", 0, completion)], _config(max_repeated_ngram_share=0.9))
