@@ -7,7 +7,8 @@ wrong, equivalent forms, and 1% adversarial answers that make sympy slow.
     .venv/bin/python bench/verify.py --pairs 20000 --time_limit 5
 
 Prints pairs/s for both, the speed-up, the verdicts that differ where the plain loop finished in
-time, the slowest pair of the project's path, and the command. The plain loop runs in a child
+time, the slowest pair of the project's path (hand-over to a math-verify worker to verdict or kill),
+and the command. The plain loop runs in a child
 process that is restarted when one pair exceeds the time limit (peers' loops would hang there).
 """
 
@@ -99,41 +100,43 @@ def run_plain(pairs, time_limit: float) -> tuple[dict[int, bool], float, int]:
     return verdicts, time.perf_counter() - started, given_up
 
 
-def run_project(pairs, time_limit: float) -> tuple[list[bool], float, float]:
+def run_project(pairs, time_limit: float, batch: int) -> tuple[list[bool], float, float, int]:
+    """The accuracy reward as GRPO calls it: one batch of completions at a time."""
     from stages.rewards.functions import RewardSettings, build_reward_functions
 
     (accuracy,) = build_reward_functions(["accuracy"], RewardSettings(template="chat", verify_timeout_s=time_limit))
-    accuracy(completions=["\\boxed{\\sqrt{2}}"], solution=["\\sqrt{2}"])  # start-up, as in training
-    verdicts, slowest, started = [], 0.0, time.perf_counter()
-    for completion, gold in pairs:
-        before = time.perf_counter()
-        (score,) = accuracy(completions=[completion], solution=[gold])
-        slowest = max(slowest, time.perf_counter() - before)
-        verdicts.append(score == 1.0)
+    warm_up = ["\\sqrt{2}", "\\sqrt{3}", "\\sqrt{5}", "\\sqrt{7}"]  # every lane's worker starts, as in training
+    accuracy(completions=[f"\\boxed{{{g}}}" for g in warm_up], solution=warm_up)
+    verdicts, started = [], time.perf_counter()
+    for first in range(0, len(pairs), batch):
+        chunk = pairs[first:first + batch]
+        scores = accuracy(completions=[c for c, _ in chunk], solution=[g for _, g in chunk])
+        verdicts += [score == 1.0 for score in scores]
     elapsed = time.perf_counter() - started
     accuracy.verifier.close()
-    return verdicts, elapsed, slowest
+    return verdicts, elapsed, accuracy.verifier.slowest_s, len(accuracy.verifier.lanes)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=20000)
     parser.add_argument("--time_limit", type=float, default=5.0, help="Per-pair limit (s), both paths.")
+    parser.add_argument("--batch", type=int, default=64, help="Completions per reward call (a GRPO step's share).")
     args = parser.parse_args()
     pairs = corpus(args.pairs)
-    ours, ours_s, slowest = run_project(pairs, args.time_limit)
+    ours, ours_s, slowest, lanes = run_project(pairs, args.time_limit, args.batch)
     plain, plain_s, given_up = run_plain(pairs, args.time_limit)
     differ = [i for i, verdict in plain.items() if verdict != ours[i]]
     print(f"pairs={len(pairs)} time_limit_s={args.time_limit}")
-    print(f"project: {ours_s:.1f} s, {len(pairs) / ours_s:.0f} pairs/s, slowest pair {slowest:.2f} s, "
-          f"correct {sum(ours)}")
+    print(f"project ({lanes} math-verify lanes, batches of {args.batch}): {ours_s:.1f} s, {len(pairs) / ours_s:.0f} "
+          f"pairs/s, slowest pair {slowest:.2f} s, correct {sum(ours)}")
     print(f"plain math_verify loop: {plain_s:.1f} s, {len(pairs) / plain_s:.0f} pairs/s, "
           f"{given_up} pair(s) past the limit, correct {sum(plain.values())}")
     print(f"speed-up {plain_s / ours_s:.1f}x; verdicts differing where the plain loop finished: {len(differ)}")
     for i in differ[:10]:
         print(f"  differs at {i}: gold {pairs[i][1]!r} answer {pairs[i][0].rsplit('boxed', 1)[-1][:60]!r} "
               f"project {ours[i]} plain {plain[i]}")
-    print(f"command: python bench/verify.py --pairs {args.pairs} --time_limit {args.time_limit}")
+    print(f"command: python bench/verify.py --pairs {args.pairs} --time_limit {args.time_limit} --batch {args.batch}")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from stages.data.schema import read_table
 from stages.generation import BackendOptions, SamplingSettings, load_generator
 from stages.rewards.answers import extract_final_answer
 from stages.rewards.format import is_well_formatted
-from stages.rewards.verify import AnswerVerifier, as_number, normalize
+from stages.rewards.verify import AnswerVerifier, verify_lanes, as_number, normalize
 from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt
 
 
@@ -84,7 +84,9 @@ def cons_at_k(answers: list[list[str | None]], correct: list[list[bool]]) -> flo
 def score_set(rows, samples, template: str, k: int, verifier: AnswerVerifier):
     check_complete(samples, k, [r["id"] for r in rows])
     answers = [[extract_final_answer(s.text, template) for s in prompt_samples[:k]] for prompt_samples in samples]
-    correct = [[verifier(a, row["solution"]) for a in prompt_answers] for row, prompt_answers in zip(rows, answers)]
+    verdicts = iter(verifier.verify_many([(a, row["solution"]) for row, prompt_answers in zip(rows, answers)
+                                          for a in prompt_answers]))
+    correct = [[next(verdicts) for _ in prompt_answers] for prompt_answers in answers]
     formatted = [[is_well_formatted(s.text, template) for s in prompt_samples[:k]] for prompt_samples in samples]
     lengths = [s.num_tokens for prompt_samples in samples for s in prompt_samples[:k]]
     scores = {
@@ -114,7 +116,7 @@ def main(argv=None):
     settings = SamplingSettings(num_samples=config.num_samples, temperature=config.temperature,
                                 top_p=config.top_p, max_new_tokens=config.max_new_tokens, seed=config.seed,
                                 stop_strings=STOP_STRINGS[config.template])
-    verifier = AnswerVerifier(config.verify_timeout_s)
+    verifier = AnswerVerifier(config.verify_timeout_s, lanes=verify_lanes())
     inputs = {"model": config.model_path, **{f"eval_{n}": p for n, p in eval_sets.items()}}
     if not Path(config.model_path).exists():
         inputs.pop("model")  # a hub id: nothing local to hash

@@ -64,7 +64,7 @@ def test_symbolic_path_and_hard_timeout():
         assert verifier("\\sqrt{2}", "2^{1/2}")
         assert not verifier("\\sqrt{3}", "2^{1/2}")
         started = time.monotonic()
-        assert verifier("10^{10^{10^{10}}}", "10^{10^{10^{9}}}") is False
+        assert verifier("999999!", "999998!") is False  # sympy computes both factorials: seconds
         assert time.monotonic() - started < 2.0 + 1.0
         assert verifier.timeouts == 1
         assert verifier("\\sqrt{4}", "2")  # symbolic again: the worker restarted after the kill
@@ -81,10 +81,37 @@ def test_a_worker_that_dies_mid_check_is_a_wrong_answer_and_is_replaced():
     verifier = AnswerVerifier(timeout_s=5.0)
     try:
         assert verifier("\\sqrt{4}", "2")  # the worker is up
-        pid = verifier._active.process.pid
+        pid = verifier.lanes[0].active.process.pid
         threading.Timer(0.3, os.kill, args=(pid, signal.SIGKILL)).start()  # dies while checking a slow one
-        assert verifier("10^{10^{10^{10}}}", "10^{10^{10^{9}}}") is False
+        assert verifier("999999!", "999998!") is False
         assert verifier.worker_deaths == 1 and verifier.timeouts == 0
         assert verifier("\\sqrt{9}", "3")  # a fresh worker
+    finally:
+        verifier.close()
+
+
+def test_runaway_forms_are_wrong_without_evaluation():
+    verifier = AnswerVerifier(timeout_s=5.0)
+    try:
+        started = time.monotonic()
+        for attack in ("10^{10^{10^{10}}}", "9^{9^{9^{9^{9}}}}", "10^{10^{10}}", "10^{1000000}", "7!!!!!!", "(5!)!"):
+            assert verifier(attack, "42") is False, attack
+        assert verifier("10^{10^{10}}", "10^{10^{10}}")  # the gold's own text is still right
+        assert time.monotonic() - started < 1.0 and verifier.symbolic_calls == 0
+        assert verifier("2^{3^{2}}", "512") and verifier("e^{x^{2}}", "e^{x^2}")  # small towers are evaluated
+    finally:
+        verifier.close()
+
+
+def test_a_batch_runs_on_several_workers_in_order_and_each_pair_keeps_its_deadline():
+    verifier = AnswerVerifier(timeout_s=2.0, lanes=2)
+    try:
+        pairs = [("\\sqrt{4}", "2"), ("999999!", "999998!"), ("\\frac{2}{4}", "\\frac{1}{2}"), ("999999!", "1"),
+                 ("\\sqrt{3}", "2"), (None, "1"), ("x+1", "1+x")]
+        verifier.verify_many([("\\sqrt{4}", "2"), ("\\sqrt{9}", "3")])  # both lanes' workers are up
+        started = time.monotonic()
+        assert verifier.verify_many(pairs) == [True, False, True, False, False, False, True]
+        # the two slow pairs ran side by side: one deadline, not two
+        assert time.monotonic() - started < 2 * 2.0 and verifier.timeouts == 2
     finally:
         verifier.close()

@@ -5,13 +5,16 @@ columns such as `solution` arrive as keyword arguments.
     functions = build_reward_functions(["accuracy", "format"], RewardSettings(template="r1_zero"))
 """
 
+import os
 from dataclasses import dataclass
 
 from stages.rewards.answers import extract_final_answer
+from stages.rewards.code import CodeVerifier, extract_program, parse_tests
 from stages.rewards.format import TAGS, is_well_formatted
 from stages.rewards.language import language_consistency
 from stages.rewards.length import soft_overlong_punishment
-from stages.rewards.verify import AnswerVerifier
+from stages.rewards.sandbox import Sandbox, SandboxLimits
+from stages.rewards.verify import AnswerVerifier, verify_lanes
 
 
 @dataclass(frozen=True)
@@ -21,6 +24,10 @@ class RewardSettings:
     max_completion_length: int = 256  # for the overlong punishment
     overlong_buffer: int = 64  # DAPO's L_cache
     verify_timeout_s: float = 5.0
+    code_language: str = "python"
+    code_scoring: str = "pass_all"  # the paper's binary reward; or "fraction" of test cases passed
+    code_timeout_s: float = 5.0  # wall clock per test case
+    allow_rlimit_only: bool = False  # run model code without namespace isolation when bwrap is missing
 
 
 def completion_text(completion) -> str:
@@ -52,14 +59,48 @@ class Accuracy(RewardFunction):
 
     def __init__(self, name, settings):
         super().__init__(name, settings)
-        self.verifier = AnswerVerifier(settings.verify_timeout_s)
+        self.verifier = AnswerVerifier(settings.verify_timeout_s, lanes=verify_lanes())
 
     def score(self, text, num_tokens, row):
-        solution = row.get("solution")
-        if solution is None or str(solution).strip() == "":
-            return None
-        answer = extract_final_answer(text, self.settings.template)
-        return float(self.verifier(answer, str(solution)))
+        return self(completions=[text], solution=[row.get("solution")])[0]
+
+    def __call__(self, prompts=None, completions=(), completion_ids=None, **columns):
+        """The batch's symbolic checks run side by side (the verifier's lanes)."""
+        solutions = columns.get("solution") or [None] * len(completions)
+        scored = [i for i, s in enumerate(solutions) if s is not None and str(s).strip() != ""]
+        verdicts = self.verifier.verify_many(
+            [(extract_final_answer(completion_text(completions[i]), self.settings.template), str(solutions[i]))
+             for i in scored])
+        scores: list[float | None] = [None] * len(completions)
+        for i, verdict in zip(scored, verdicts):
+            scores[i] = float(verdict)
+        return scores
+
+
+class Code(RewardFunction):
+    """Runs the program of the completion's summary against the row's `tests` in the sandbox; None for
+    rows without tests (other domains)."""
+
+    def __init__(self, name, settings):
+        super().__init__(name, settings)
+        limits = SandboxLimits(wall_time_s=settings.code_timeout_s, cpu_time_s=max(1, int(settings.code_timeout_s)),
+                               allow_rlimit_only=settings.allow_rlimit_only)
+        self.verifier = CodeVerifier(Sandbox(limits), workers=len(os.sched_getaffinity(0)),
+                                     scoring=settings.code_scoring)
+
+    def score(self, text, num_tokens, row):
+        return self(completions=[text], tests=[row.get("tests")])[0]
+
+    def __call__(self, prompts=None, completions=(), completion_ids=None, **columns):
+        tests = columns.get("tests") or [None] * len(completions)
+        scored = [i for i, cases in enumerate(tests) if cases not in (None, "", [])]
+        programs = [extract_program(completion_text(completions[i]), self.settings.template,
+                                    self.settings.code_language) for i in scored]
+        results = self.verifier.score_many(programs, [parse_tests(tests[i]) for i in scored])
+        scores: list[float | None] = [None] * len(completions)
+        for i, score in zip(scored, results):
+            scores[i] = score
+        return scores
 
 
 class Format(RewardFunction):
@@ -86,7 +127,7 @@ class SoftOverlong(RewardFunction):
         return soft_overlong_punishment(num_tokens, self.settings.max_completion_length, self.settings.overlong_buffer)
 
 
-REWARDS = {"accuracy": Accuracy, "format": Format, "tag_count": TagCount, "language": LanguageConsistency,
+REWARDS = {"accuracy": Accuracy, "code": Code, "format": Format, "tag_count": TagCount, "language": LanguageConsistency,
            "overlong": SoftOverlong}
 
 

@@ -1,14 +1,20 @@
 """Is a predicted answer equal to the gold one?
 
-Most answers are plain numbers: those are compared exactly, in this process, without sympy.
-Everything else goes to math-verify in a separate worker process that is killed at a hard
-deadline: math-verify's own timeout relies on signal.alarm, which fails outside the main thread and
-does not stop every runaway sympy computation (`10^{10^{10^{10}}}`).
+Most answers are plain numbers or the gold's own text: those are decided exactly, in this process,
+without sympy. Answers whose evaluation can run away (power towers, factorials of factorials) are
+wrong without evaluation: no gold answer takes those forms, and one that equals the gold's text is
+already right. Everything else goes to math-verify in worker processes killed at a hard deadline:
+math-verify's own timeout relies on signal.alarm, which fails outside the main thread and does not
+stop every runaway sympy computation. A batch is spread over several workers (`lanes`).
 """
 
 import multiprocessing
+import os
 import re
+import time
+from collections import deque
 from fractions import Fraction
+from multiprocessing.connection import wait
 
 NUMBER = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)$")
 FRACTION = re.compile(r"^([-+]?\d+)\s*/\s*(\d+)$|^\\[dt]?frac\{([-+]?\d+)\}\{(\d+)\}$")
@@ -50,6 +56,41 @@ def fast_verdict(pred: str, gold: str) -> bool | None:
     return None
 
 
+FACTORIAL_OF_FACTORIAL = re.compile(r"!{3,}|!\s*[)}\]]\s*!")
+MAX_EXPONENT_DEPTH = 2  # 2^{3^{2}} is an answer; 10^{10^{10^{10}}} is an attack
+MAX_NESTED_EXPONENT_DIGITS = 1  # ... and so is 10^{10^{10}}
+MAX_EXPONENT_DIGITS = 6
+
+
+def exponent_numbers(answer: str) -> list[tuple[int, int]]:
+    """(exponent depth, digits) of every integer inside a superscript: 2^{10} -> [(1, 2)]."""
+    found, braces, depth, pending = [], [], 0, False
+    for match in re.finditer(r"\^|\{|\}|\d+", answer):
+        token = match.group()
+        if token == "^":
+            pending = True
+            continue
+        if token == "{":
+            braces.append(pending)
+            depth += pending
+        elif token == "}":
+            depth -= braces.pop() if braces else 0
+        else:
+            found.append((depth + pending, len(token)))  # a bare digit after ^ is one level up
+        pending = False
+    return found
+
+
+def pathological(answer: str) -> bool:
+    if FACTORIAL_OF_FACTORIAL.search(answer):
+        return True
+    for depth, digits in exponent_numbers(answer):
+        if depth > MAX_EXPONENT_DEPTH or (depth > 1 and digits > MAX_NESTED_EXPONENT_DIGITS) \
+                or digits > MAX_EXPONENT_DIGITS and depth:
+            return True
+    return False
+
+
 def _serve(conn) -> None:
     """Worker loop: says "ready" once math-verify is imported, then (gold, pred) in, bool out."""
     import logging
@@ -84,8 +125,11 @@ class _Worker:
         self.ready = False
 
     def wait_ready(self, timeout_s: float) -> bool:
-        if not self.ready and self.conn.poll(timeout_s):
-            self.ready = self.conn.recv() == "ready"
+        try:
+            if not self.ready and self.conn.poll(timeout_s):
+                self.ready = self.conn.recv() == "ready"
+        except (EOFError, OSError):  # died while starting
+            return False
         return self.ready
 
     def kill(self) -> None:
@@ -94,39 +138,57 @@ class _Worker:
         self.conn.close()
 
 
-class AnswerVerifier:
-    """Compares answers; the symbolic path runs in a worker killed after `timeout_s`. A warm spare
-    worker stands by, so a kill costs the timeout, not a new worker's start-up."""
+def verify_lanes() -> int:
+    """Workers for a batch: the CPUs this process may use, up to 4 (math-verify is single-threaded)."""
+    return min(4, len(os.sched_getaffinity(0)))
 
-    def __init__(self, timeout_s: float = 5.0):
+
+class _Lane:
+    """One math-verify worker in use and a warm spare behind it, so a kill costs the timeout, not a
+    new worker's start-up."""
+
+    def __init__(self):
+        self.active: _Worker | None = None
+        self.spare: _Worker | None = None
+
+    def worker(self) -> _Worker | None:
+        """The worker to use now (promoting the spare), with a new spare warming up behind it."""
+        if self.active is None or not self.active.process.is_alive():
+            self.active, self.spare = (self.spare or _Worker()), None
+        if self.spare is None:
+            self.spare = _Worker()
+        if not self.active.wait_ready(WORKER_STARTUP_S):
+            self.retire()
+            return None
+        return self.active
+
+    def retire(self) -> None:
+        if self.active is not None:
+            self.active.kill()
+        self.active = None
+
+    def close(self) -> None:
+        self.retire()
+        if self.spare is not None:
+            self.spare.kill()
+        self.spare = None
+
+
+class AnswerVerifier:
+    """Compares answers; the symbolic path runs in `lanes` workers at once, each killed after
+    `timeout_s` on one pair."""
+
+    def __init__(self, timeout_s: float = 5.0, lanes: int = 1):
         self.timeout_s = timeout_s
         self.timeouts = 0
         self.symbolic_calls = 0
         self.worker_deaths = 0
-        self._active: _Worker | None = None
-        self._spare: _Worker | None = None
-
-    def _worker(self) -> _Worker | None:
-        """The worker to use now (promoting the spare), with a new spare warming up behind it."""
-        if self._active is None or not self._active.process.is_alive():
-            self._active, self._spare = (self._spare or _Worker()), None
-        if self._spare is None:
-            self._spare = _Worker()
-        if not self._active.wait_ready(WORKER_STARTUP_S):
-            self._retire()
-            return None
-        return self._active
-
-    def _retire(self) -> None:
-        if self._active is not None:
-            self._active.kill()
-        self._active = None
+        self.slowest_s = 0.0  # the longest symbolic check, from hand-over to verdict or kill
+        self.lanes = [_Lane() for _ in range(max(1, lanes))]
 
     def close(self) -> None:
-        self._retire()
-        if self._spare is not None:
-            self._spare.kill()
-        self._spare = None
+        for lane in self.lanes:
+            lane.close()
 
     def __del__(self):
         try:
@@ -134,26 +196,63 @@ class AnswerVerifier:
         except Exception:  # noqa: BLE001  interpreter shutdown
             pass
 
-    def symbolic(self, pred: str, gold: str) -> bool:
-        self.symbolic_calls += 1
-        worker = self._worker()
-        if worker is None:  # did not even start in time: count it as a timeout, never hang
-            self.timeouts += 1
-            return False
-        try:
-            worker.conn.send((gold, pred))
-            if worker.conn.poll(self.timeout_s):
-                return worker.conn.recv()
-        except (EOFError, OSError):  # the worker died on this input (crash, out of memory): a wrong answer
-            self.worker_deaths += 1
-            self._retire()
-            return False
-        self.timeouts += 1
-        self._retire()
-        return False
-
     def __call__(self, pred: str | None, gold: str) -> bool:
-        if pred is None:
-            return False
-        verdict = fast_verdict(pred, gold)
-        return verdict if verdict is not None else self.symbolic(pred, gold)
+        return self.verify_many([(pred, gold)])[0]
+
+    def verify_many(self, pairs: list[tuple[str | None, str]]) -> list[bool]:
+        """Verdicts for (predicted, gold) pairs, in order; every pair returns by its deadline."""
+        verdicts: list[bool | None] = [None] * len(pairs)
+        symbolic = deque()
+        for index, (pred, gold) in enumerate(pairs):
+            if pred is None:
+                verdicts[index] = False
+                continue
+            verdict = fast_verdict(pred, gold)
+            if verdict is None and pathological(pred):
+                verdict = False
+            if verdict is None:
+                symbolic.append(index)
+            verdicts[index] = verdict
+        self.symbolic_calls += len(symbolic)
+        busy: dict[int, tuple[int, _Worker, float]] = {}  # lane -> (pair, worker, deadline)
+        while symbolic or busy:
+            for number, lane in enumerate(self.lanes):
+                while number not in busy and symbolic:
+                    index = symbolic.popleft()
+                    worker = lane.worker()
+                    if worker is None:  # did not even start in time: a timeout, never a hang
+                        self.timeouts += 1
+                        verdicts[index] = False
+                        continue
+                    pred, gold = pairs[index]
+                    try:
+                        worker.conn.send((gold, pred))
+                    except OSError:
+                        self._died(lane, verdicts, index)
+                        continue
+                    busy[number] = (index, worker, time.monotonic() + self.timeout_s)
+            if not busy:
+                continue
+            wait([worker.conn for _, worker, _ in busy.values()],
+                 timeout=max(0.0, min(deadline for _, _, deadline in busy.values()) - time.monotonic()))
+            for number, (index, worker, deadline) in list(busy.items()):
+                lane = self.lanes[number]
+                self.slowest_s = max(self.slowest_s, time.monotonic() - (deadline - self.timeout_s))
+                try:
+                    if worker.conn.poll():
+                        verdicts[index] = bool(worker.conn.recv())
+                    elif time.monotonic() >= deadline:
+                        self.timeouts += 1
+                        verdicts[index] = False
+                        lane.retire()
+                    else:
+                        continue
+                except (EOFError, OSError):  # the worker died on this input (crash, out of memory)
+                    self._died(lane, verdicts, index)
+                del busy[number]
+        return verdicts
+
+    def _died(self, lane: _Lane, verdicts: list, index: int) -> None:
+        self.worker_deaths += 1
+        verdicts[index] = False
+        lane.retire()
