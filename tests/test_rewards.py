@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 import time
 
 import pytest
@@ -10,6 +11,7 @@ from stages.rewards.__main__ import main as rewards_cli
 from stages.rewards.functions import REWARDS, RewardSettings, build_reward_functions
 from stages.rewards.language import language_consistency, target_language_share
 from stages.rewards.length import soft_overlong_punishment
+from stages.rewards.sandbox import isolation_problem
 
 R1_ZERO = RewardSettings(template="r1_zero", max_completion_length=64, overlong_buffer=16, verify_timeout_s=2.0)
 CHAT = RewardSettings(template="chat", max_completion_length=64, overlong_buffer=16, verify_timeout_s=2.0)
@@ -100,6 +102,8 @@ def test_soft_overlong_punishment_follows_dapo():
 @pytest.mark.parametrize("name", sorted(REWARDS))
 @pytest.mark.parametrize("settings", [R1_ZERO, CHAT], ids=["r1_zero", "chat"])
 def test_every_reward_survives_adversarial_completions_in_bounded_time(name, settings):
+    if name == "code" and isolation_problem() and os.environ.get("R1_REQUIRE_SANDBOX") != "1":
+        pytest.skip(isolation_problem())
     (function,) = build_reward_functions([name], settings)
     for completion in ADVERSARIAL:
         started = time.monotonic()
@@ -133,7 +137,7 @@ def test_scoring_cli_scores_good_rows_and_reports_bad_ones_by_line(tmp_path, cap
     assert status == 1
     errors = capsys.readouterr().err
     assert f"{source}:2: not JSON" in errors
-    assert f"{source}:3: missing field(s) ['solution']" in errors
+    assert f"{source}:3: missing field(s) ['solution or tests']" in errors
     assert f"{source}:4: not a JSON object" in errors
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["scores"] for r in rows] == [{"accuracy": 1.0, "format": 1.0}, {"accuracy": 0.0, "format": 1.0}]

@@ -2,9 +2,10 @@
 
     python -m stages.rewards score --rewards accuracy,format --input in.jsonl --output out.jsonl
 
-Each input row needs `prompt`, `completion` and `solution`; each output row is the input row plus
-`scores` (one value per reward; null where a reward does not apply). A bad row (not JSON, not an
-object, a missing field) is reported on stderr with its line number and left out; the others are
+Each input row needs `prompt`, `completion` and `solution` (math) or `tests` (code: a list of
+{input, output} or {assert} cases); each output row is the input row plus `scores` (one value per
+reward; null where a reward does not apply). A bad row (not JSON, not an object, a missing field,
+malformed test cases) is reported on stderr with its line number and left out; the others are
 still scored, and the exit status is 1.
 """
 
@@ -15,7 +16,8 @@ import sys
 from stages.rewards.functions import REWARDS, RewardSettings, build_reward_functions
 from stages.templates import TEMPLATES
 
-REQUIRED_FIELDS = ("prompt", "completion", "solution")
+REQUIRED_FIELDS = ("prompt", "completion")
+ANSWER_FIELDS = ("solution", "tests")  # math rows have a solution, code rows their test cases
 
 
 def read_rows(path: str):
@@ -33,6 +35,8 @@ def read_rows(path: str):
                 yield number, None, "not a JSON object"
                 continue
             missing = [field for field in REQUIRED_FIELDS if field not in row]
+            if not any(field in row for field in ANSWER_FIELDS):
+                missing.append(" or ".join(ANSWER_FIELDS))
             if missing:
                 yield number, None, f"missing field(s) {missing}"
             elif not isinstance(row["completion"], str):
@@ -51,7 +55,12 @@ def score_file(input_path: str, output_path: str, names: list[str], settings: Re
                 print(f"{input_path}:{number}: {problem}", file=sys.stderr)
                 continue
             num_tokens = row.get("num_tokens", len(row["completion"].split()))
-            row["scores"] = {f.__name__: f.score(row["completion"], num_tokens, row) for f in functions}
+            try:
+                row["scores"] = {f.__name__: f.score(row["completion"], num_tokens, row) for f in functions}
+            except ValueError as error:  # e.g. malformed test cases
+                bad += 1
+                print(f"{input_path}:{number}: {error}", file=sys.stderr)
+                continue
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
             scored += 1
     print(f"scored {scored} row(s), skipped {bad} bad row(s) -> {output_path}", file=sys.stderr)

@@ -1,0 +1,95 @@
+"""Execution-based accuracy for code: the program in the completion's summary, run against the
+row's test cases in the sandbox (stages/rewards/sandbox.py).
+
+A row's `tests` is a JSON list (or the list itself) of cases, each either
+    {"input": "2 3\\n", "output": "5\\n"}          stdin in, stdout compared line by line
+    {"assert": "assert add(2, 3) == 5"}           appended to the program, must exit 0
+The program is the last fenced block of the language (```python) in the summary: code inside the
+reasoning is thinking, not the answer. Score: 1 when every case passes (the paper's binary
+reward), or the share of cases passed (`fraction`).
+"""
+
+import json
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+from stages.rewards.answers import ANSWER_CLOSE, ANSWER_OPEN, summary_of
+from stages.rewards.sandbox import Sandbox
+
+FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)```", re.S)
+LANGUAGE_TAGS = {"python": {"python", "py", "python3"}}
+MAX_PROGRAM_CHARS = 20_000
+SCORINGS = ("pass_all", "fraction")
+
+
+def extract_program(completion: str, template: str, language: str = "python") -> str | None:
+    """The last fenced block tagged with the language in the answer part of the completion."""
+    if template == "r1_zero":
+        start = completion.rfind(ANSWER_OPEN)
+        end = completion.find(ANSWER_CLOSE, start) if start != -1 else -1
+        answer = completion[start + len(ANSWER_OPEN):end] if start != -1 and end != -1 else ""
+    else:
+        answer = summary_of(completion)
+    blocks = [code for tag, code in FENCE.findall(answer) if tag.lower() in LANGUAGE_TAGS[language]]
+    if not blocks or len(blocks[-1]) > MAX_PROGRAM_CHARS:
+        return None
+    return blocks[-1]
+
+
+def parse_tests(tests) -> list[dict]:
+    """The row's cases; ValueError naming what is wrong with them."""
+    if isinstance(tests, str):
+        try:
+            tests = json.loads(tests)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"tests are not JSON ({error.msg})") from None
+    if not isinstance(tests, list) or not tests:
+        raise ValueError("tests must be a non-empty list of cases")
+    for number, case in enumerate(tests):
+        if not isinstance(case, dict) or not ({"input", "output"} <= case.keys() or "assert" in case):
+            raise ValueError(f"test case {number} is neither {{input, output}} nor {{assert}}: {case!r}"[:200])
+    return tests
+
+
+def same_output(actual: str, expected: str) -> bool:
+    lines = lambda text: [line.rstrip() for line in text.strip().splitlines()]  # noqa: E731
+    return lines(actual) == lines(expected)
+
+
+def case_passes(sandbox: Sandbox, program: str, case: dict) -> bool:
+    if "assert" in case:
+        return sandbox.run(program + "\n\n" + case["assert"] + "\n").ok
+    result = sandbox.run(program, stdin=case["input"])
+    return result.ok and same_output(result.stdout, case["output"])
+
+
+class CodeVerifier:
+    """Scores programs against their cases, running up to `workers` programs at once."""
+
+    def __init__(self, sandbox: Sandbox, workers: int, scoring: str = "pass_all"):
+        if scoring not in SCORINGS:
+            raise ValueError(f"code scoring {scoring!r}: one of {SCORINGS}")
+        self.sandbox, self.scoring = sandbox, scoring
+        self.pool = ThreadPoolExecutor(max_workers=workers)
+        self.runs = 0
+
+    def score_many(self, programs: list[str | None], tests: list[list[dict]]) -> list[float]:
+        jobs = [(i, case) for i, (program, cases) in enumerate(zip(programs, tests)) if program is not None
+                for case in cases]
+        passed = self.pool.map(lambda job: case_passes(self.sandbox, programs[job[0]], job[1]), jobs)
+        results: list[list[bool]] = [[] for _ in programs]
+        for (i, _), ok in zip(jobs, passed):
+            results[i].append(ok)
+        self.runs += len(jobs)
+        scores = []
+        for program, cases, outcome in zip(programs, tests, results):
+            if program is None:
+                scores.append(0.0)
+            elif self.scoring == "pass_all":
+                scores.append(float(all(outcome)))
+            else:
+                scores.append(sum(outcome) / len(cases))
+        return scores
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
