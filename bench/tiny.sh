@@ -5,6 +5,7 @@
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 workdir="${1:-$(mktemp -d /tmp/tiny-bench.XXXXXX)}"
+mkdir -p "$workdir"
 export PATH="$repo/.venv/bin:$PATH"
 
 started=$(date +%s)

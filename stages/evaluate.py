@@ -16,9 +16,9 @@ from stages.artifacts import staged_output, write_jsonl
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
 from stages.generation import BackendOptions, SamplingSettings, load_generator
-from stages.rewards.answers import extract_final_answer
 from stages.rewards.format import is_well_formatted
-from stages.rewards.verify import AnswerVerifier, verify_lanes, as_number, normalize
+from stages.rewards.grading import Grader, gold_problem
+from stages.rewards.verify import verify_lanes, as_number, normalize
 from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt
 
 
@@ -81,11 +81,11 @@ def cons_at_k(answers: list[list[str | None]], correct: list[list[bool]]) -> flo
     return sum(votes) / len(votes)
 
 
-def score_set(rows, samples, template: str, k: int, verifier: AnswerVerifier):
+def score_set(rows, samples, template: str, k: int, grader: Grader):
     check_complete(samples, k, [r["id"] for r in rows])
-    answers = [[extract_final_answer(s.text, template) for s in prompt_samples[:k]] for prompt_samples in samples]
-    verdicts = iter(verifier.verify_many([(a, row["solution"]) for row, prompt_answers in zip(rows, answers)
-                                          for a in prompt_answers]))
+    answers = [[grader.answer(s.text, row) for s in prompt_samples[:k]] for row, prompt_samples in zip(rows, samples)]
+    verdicts = iter(grader.grade_many([a for prompt_answers in answers for a in prompt_answers],
+                                      [row for row, prompt_answers in zip(rows, answers) for _ in prompt_answers]))
     correct = [[next(verdicts) for _ in prompt_answers] for prompt_answers in answers]
     formatted = [[is_well_formatted(s.text, template) for s in prompt_samples[:k]] for prompt_samples in samples]
     lengths = [s.num_tokens for prompt_samples in samples for s in prompt_samples[:k]]
@@ -116,7 +116,7 @@ def main(argv=None):
     settings = SamplingSettings(num_samples=config.num_samples, temperature=config.temperature,
                                 top_p=config.top_p, max_new_tokens=config.max_new_tokens, seed=config.seed,
                                 stop_strings=STOP_STRINGS[config.template])
-    verifier = AnswerVerifier(config.verify_timeout_s, lanes=verify_lanes())
+    grader = Grader(config.template, config.verify_timeout_s, lanes=verify_lanes(), code_workers=verify_lanes())
     inputs = {"model": config.model_path, **{f"eval_{n}": p for n, p in eval_sets.items()}}
     if not Path(config.model_path).exists():
         inputs.pop("model")  # a hub id: nothing local to hash
@@ -127,20 +127,20 @@ def main(argv=None):
                 rows = rows[: config.max_prompts]
             if not rows:
                 raise ValueError(f"evaluation set {name} ({path}) has no rows")
-            blank = [i for i, r in enumerate(rows) if not (r["prompt"] or "").strip() or not (r["solution"] or "").strip()]
-            if blank:  # an unanswerable row would silently count as wrong
-                raise ValueError(f"evaluation set {name} ({path}): row(s) {blank[:10]} have no prompt or gold answer")
-            timeouts_before = verifier.timeouts
+            problems = [(i, gold_problem(r)) for i, r in enumerate(rows) if gold_problem(r)]
+            if problems:  # an unanswerable row would silently count as wrong
+                raise ValueError(f"evaluation set {name} ({path}): " + "; ".join(f"row {i}: {p}" for i, p in problems[:10]))
+            timeouts_before = grader.verifier.timeouts
             tokenizer = getattr(generator, "tokenizer", None)
             prompts = [render_prompt(config.template, r["prompt"], tokenizer) for r in rows]
             samples = generator.generate(prompts, settings)
-            scores, records = score_set(rows, samples, config.template, config.num_samples, verifier)
-            scores["verify_timeouts"] = verifier.timeouts - timeouts_before
+            scores, records = score_set(rows, samples, config.template, config.num_samples, grader)
+            scores["verify_timeouts"] = grader.verifier.timeouts - timeouts_before
             headline[name] = scores
             write_jsonl(scratch / f"samples_{name}.jsonl", records)
             print(f"{name}: " + json.dumps(scores), flush=True)
         (scratch / "scores.json").write_text(json.dumps(headline, indent=2) + "\n")
-    verifier.close()
+    grader.close()
 
 
 if __name__ == "__main__":

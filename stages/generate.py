@@ -117,8 +117,8 @@ def main(argv=None):
                 for row, prompt_samples in zip(batch, samples):
                     for index, sample in enumerate(prompt_samples):
                         f.write(json.dumps({"id": row["id"], "sample": index, "prompt": row["prompt"],
-                                            "solution": row["solution"], "level": row["level"],
-                                            "domain": row["domain"], "completion": sample.text,
+                                            "solution": row["solution"], "tests": row.get("tests") or "",
+                                            "level": row["level"], "domain": row["domain"], "completion": sample.text,
                                             "num_tokens": sample.num_tokens, "finished": sample.finished},
                                            ensure_ascii=False) + "\n")
                 f.flush()

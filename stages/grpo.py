@@ -23,6 +23,7 @@ from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
 from stages.plots import plot_training_curves
 from stages.rewards.functions import Accuracy, RewardSettings, build_reward_functions
+from stages.rewards.grading import gold_problem
 from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt, training_prompt
 from stages.tokenizer import split_stop_strings, stop_token_ids
 from stages.training import (AcceleratorOptions, StopOnSignal, claim_work_dir, common_trainer_args,
@@ -62,6 +63,11 @@ class GRPOStageConfig(AcceleratorOptions):
     top_p: float = field(default=1.0)
     mask_truncated_completions: bool = field(default=False, metadata={"help": "DAPO overlong filtering."})
     overlong_buffer: int = field(default=0, metadata={"help": "DAPO soft overlong punishment window (L_cache) for the `overlong` reward."})
+    code_scoring: str = field(default="pass_all", metadata={
+        "help": "`code` reward: 1 when every test case passes (paper), or `fraction` of cases passed."})
+    code_timeout_s: float = field(default=5.0, metadata={"help": "`code` reward: wall clock per test case."})
+    allow_rlimit_only: bool = field(default=False, metadata={
+        "help": "`code` reward: run model code without namespace isolation where bubblewrap is missing (unsafe)."})
     max_steps: int = field(default=10400, metadata={"help": "Paper, R1-Zero: 10,400 steps."})
     save_steps: int = field(default=100)
     logging_steps: int = field(default=1)
@@ -105,13 +111,15 @@ def prompt_dataset(paths: list[str], template: str, max_prompts: int = 0, tokeni
     rows = []
     for path in paths:
         for index, row in enumerate(read_table(path, "reasoning").to_pylist()):
-            if not row["prompt"] or not row["solution"]:
-                raise ValueError(f"{path}: row {index} (id {row['id']!r}) has an empty prompt or solution")
+            problem = gold_problem(row)
+            if problem:
+                raise ValueError(f"{path}: row {index} (id {row['id']!r}): {problem}")
             prompt = training_prompt(template, row["prompt"])
             if max_prompt_length and len(tokenizer(render_prompt(template, row["prompt"], tokenizer),
                                                    add_special_tokens=False).input_ids) > max_prompt_length:
                 continue
-            rows.append({"prompt": prompt, "solution": row["solution"], "id": row["id"], "level": row["level"]})
+            rows.append({"prompt": prompt, "solution": row["solution"] or None, "tests": row.get("tests") or None,
+                         "id": row["id"], "level": row["level"]})
     if not rows:
         raise ValueError(f"no prompt of {paths} fits max_prompt_length={max_prompt_length}")
     return Dataset.from_list(rows[:max_prompts] if max_prompts else rows)
@@ -123,7 +131,7 @@ def general_prompt_rows(paths: list[str], template: str) -> list[dict]:
     for path in paths:
         for row in read_table(path, "general").to_pylist():
             prompt = training_prompt(template, row["prompt"], row["domain"])
-            rows.append({"prompt": prompt, "solution": None, "id": row["id"], "level": 0})
+            rows.append({"prompt": prompt, "solution": None, "tests": None, "id": row["id"], "level": 0})
     if not rows:
         raise ValueError(f"no general prompts in {paths}")
     return rows
@@ -205,7 +213,9 @@ def main(argv=None):
 
     settings = RewardSettings(template=config.template, language=config.language,
                               max_completion_length=config.max_completion_length,
-                              overlong_buffer=config.overlong_buffer or max(1, config.max_completion_length // 4))
+                              overlong_buffer=config.overlong_buffer or max(1, config.max_completion_length // 4),
+                              code_scoring=config.code_scoring, code_timeout_s=config.code_timeout_s,
+                              allow_rlimit_only=config.allow_rlimit_only)
     reward_functions = build_rewards(config, settings)
     accuracy = next((f for f in reward_functions if isinstance(f, Accuracy)), None)
     dataset = prompt_dataset(config.train_data, config.template, config.max_prompts, tokenizer,

@@ -4,9 +4,9 @@
         --general_data results/tiny/data/general.parquet --targets math=600 general=200 \
         --output_dir results/tiny/mixture
 
-Reasoning rows keep only responses whose final answer is correct (rule-based), well formatted, in
-one language, without long paragraphs, code blocks in the reasoning or repetition; at most
-`max_per_prompt` per prompt, deduplicated. Non-reasoning rows come from the general instruction
+Reasoning rows keep only responses whose final answer is correct (rule-based; a code row's program
+must pass its tests in the sandbox), well formatted, in one language, without long paragraphs, code
+blocks in the reasoning or repetition; at most `max_per_prompt` per prompt, deduplicated. Non-reasoning rows come from the general instruction
 data with their references (the paper reused DeepSeek-V3's SFT data). Each domain is filled to its
 target count; a domain that falls short fails the stage, naming what to raise, unless
 `allow_shortfall`. Every filter's removals are counted in the manifest.
@@ -26,10 +26,9 @@ import pyarrow.parquet as pq
 from stages.artifacts import MIXTURE, staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import SCHEMAS, normalize_prompt, read_table
-from stages.rewards.answers import extract_final_answer
 from stages.rewards.format import is_well_formatted
+from stages.rewards.grading import Grader
 from stages.rewards.language import reasoning_of, target_language_share
-from stages.rewards.verify import AnswerVerifier
 from stages.templates import chat_messages
 
 NON_REASONING = "general"  # the target name of the non-reasoning share
@@ -51,6 +50,9 @@ class RejectionConfig:
     max_repeated_ngram_share: float = field(default=0.5, metadata={"help": "Drop responses whose repeated 4-grams exceed this share."})
     allow_shortfall: bool = field(default=False, metadata={"help": "Accept fewer rows than a target instead of failing."})
     verify_timeout_s: float = field(default=5.0)
+    code_timeout_s: float = field(default=5.0, metadata={"help": "Wall clock per test case of a code row."})
+    allow_rlimit_only: bool = field(default=False, metadata={
+        "help": "Run code rows' programs without namespace isolation where bubblewrap is missing (unsafe)."})
     num_workers: int = field(default=0, metadata={
         "help": "Processes that verify and filter candidates (0: every CPU this job may use)."})
     seed: int = field(default=0)
@@ -96,12 +98,13 @@ class Filters:
 
     def __init__(self, config: RejectionConfig):
         self.config = config
-        self.verifier = AnswerVerifier(config.verify_timeout_s)
+        self.grader = Grader(config.template, config.verify_timeout_s, code_timeout_s=config.code_timeout_s,
+                             allow_rlimit_only=config.allow_rlimit_only)
 
     def reason_to_drop(self, row: dict) -> str | None:
         config, text = self.config, row["completion"]
-        answer = extract_final_answer(text, config.template)
-        if not self.verifier(answer, str(row["solution"])):
+        (correct,) = self.grader.grade_many([self.grader.answer(text, row)], [row])
+        if not correct:
             return "incorrect"
         if not is_well_formatted(text, config.template):
             return "bad_format"
@@ -110,7 +113,7 @@ class Filters:
             return "mixed_language"
         if longest_paragraph(reasoning) > config.max_paragraph_chars:
             return "long_paragraph"
-        if "```" in reasoning:
+        if "```" in reasoning:  # code answers live in the summary, which this does not look at
             return "code_in_reasoning"
         if repeated_ngram_share(text) > config.max_repeated_ngram_share:
             return "repetition"
@@ -119,7 +122,7 @@ class Filters:
 
 CHUNK = 2000  # candidates per task of the worker pool
 
-_filters: Filters | None = None  # one per pool worker, with its own answer-verifier processes
+_filters: Filters | None = None  # one per pool worker, with its own math-verify processes and sandbox
 
 
 def _start_filters(config: RejectionConfig) -> None:
@@ -141,7 +144,7 @@ def drop_reasons(rows: list[dict], config: RejectionConfig) -> list[str | None]:
         try:
             return [filters.reason_to_drop(row) for row in rows]
         finally:
-            filters.verifier.close()
+            filters.grader.close()
     with ProcessPoolExecutor(min(workers, len(chunks)), initializer=_start_filters, initargs=(config,)) as pool:
         return [reason for chunk in pool.map(_reasons_to_drop, chunks) for reason in chunk]
 

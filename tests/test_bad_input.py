@@ -53,10 +53,10 @@ def generation_shard_with_a_broken_line(tmp, model):
 
 
 @pytest.mark.parametrize("feed, message", [
-    (grpo_without_a_gold_answer, r"rl\.parquet: row 1 \(id 'r1'\) has an empty prompt or solution"),
+    (grpo_without_a_gold_answer, r"rl\.parquet: row 1 \(id 'r1'\): no gold answer \(solution\) and no tests"),
     (sft_conversation_without_an_answer, r"cold\.parquet: row 1 \(id 'cut'\) does not end with a non-empty assistant"),
     (preferences_without_rejected, r"prefs\.parquet: not a 'preference' data set, missing column\(s\) \['rejected'\]"),
-    (evaluation_row_without_a_gold_answer, r"evaluation set math \(.*eval\.parquet\): row\(s\) \[1\] have no prompt or gold"),
+    (evaluation_row_without_a_gold_answer, r"evaluation set math \(.*eval\.parquet\): row 1: no gold answer"),
     (generation_shard_with_a_broken_line, r"shard-0\.jsonl:2: not JSON"),
 ])
 def test_a_malformed_data_set_is_named_before_training(feed, message, tiny_model_dir, tmp_path):

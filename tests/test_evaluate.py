@@ -1,4 +1,5 @@
 import json
+import os
 
 import pytest
 
@@ -6,7 +7,8 @@ from stages import evaluate
 from stages.evaluate import (IncompleteSamplesError, check_complete, cons_at_k, majority_answer, pass_at_1,
                              score_set)
 from stages.generation import Sample
-from stages.rewards.verify import AnswerVerifier
+from stages.rewards.grading import Grader
+from stages.rewards.sandbox import isolation_problem
 
 
 def test_pass_at_1_is_the_mean_over_prompts_of_the_mean_over_samples():
@@ -39,14 +41,33 @@ def test_score_set_on_hand_made_completions():
     good = "<think> 2 + 2 = 4. </think> <answer> 4 </answer>"
     samples = [[Sample(good, 12, True), Sample("<think> x </think> <answer> 5 </answer>", 10, True)],
                [Sample("The answer is 10.", 6, True), Sample("<think> 5 + 5 = 10. </think> <answer> 10 </answer>", 14, False)]]
-    verifier = AnswerVerifier()
-    scores, records = score_set(rows, samples, "r1_zero", 2, verifier)
+    grader = Grader("r1_zero")
+    scores, records = score_set(rows, samples, "r1_zero", 2, grader)
+    grader.close()
     assert scores["pass_at_1"] == pytest.approx((0.5 + 0.5) / 2)
     assert scores["cons_at_2"] == pytest.approx(1.0)  # ties resolve to the first sample: 4 and 10
     assert scores["format_rate"] == pytest.approx(0.75)
     assert scores["mean_length"] == pytest.approx(42 / 4)
     assert scores["truncated_rate"] == pytest.approx(0.25)
     assert [r["correct"] for r in records] == [True, False, False, True]
+
+
+def test_code_rows_are_graded_by_running_their_program():
+    if isolation_problem() and os.environ.get("R1_REQUIRE_SANDBOX") != "1":
+        pytest.skip(isolation_problem())
+    tests = json.dumps([{"input": "", "output": "11\n"}])
+    rows = [{"id": "c", "prompt": "Print 3 + 4 * 2.", "solution": "", "tests": tests, "level": 1},
+            {"id": "m", "prompt": "2 + 2?", "solution": "4", "tests": "", "level": 1}]
+    program = lambda code: f"<think>\n4 * 2 = 8\n</think>\n\n```python\n{code}\n```"  # noqa: E731
+    samples = [[Sample(program("print(3 + 4 * 2)"), 9, True), Sample(program("print((3 + 4) * 2)"), 9, True)],
+               [Sample("<think>\n2 + 2 = 4\n</think>\n\n\\boxed{4}", 9, True)] * 2]
+    grader = Grader("chat")
+    try:
+        scores, records = score_set(rows, samples, "chat", 2, grader)
+    finally:
+        grader.close()
+    assert [r["correct"] for r in records] == [True, False, True, True]
+    assert records[0]["answer"] == "print(3 + 4 * 2)\n"
 
 
 def test_evaluate_cli_writes_scores_samples_and_manifest(tiny_model_dir, small_data_dir, tmp_path):

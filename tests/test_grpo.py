@@ -1,10 +1,14 @@
 import json
+import os
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from stages import grpo
 from stages.grpo import GRPOStageConfig, prompt_dataset, stop_settings
+from stages.rewards.sandbox import isolation_problem
 
 CURVE_KEYS = ("reward", "rewards/accuracy/mean", "rewards/format/mean", "completions/mean_length", "kl",
               "clip_ratio/region_mean", "frac_reward_zero_std", "accuracy/verify_timeouts")
@@ -40,6 +44,26 @@ def test_reasoning_rl_with_the_language_reward_on_chat_prompts(tiny_model_dir, s
                "--max_steps", "2", "--beta", "0", "--save_steps", "10"])
     last = [json.loads(line) for line in (out / "metrics.jsonl").open()][-2]
     assert "rewards/language/mean" in last and "kl" not in last
+
+
+def test_code_rows_train_beside_math_rows_with_the_code_reward(tiny_model_dir, tmp_path):
+    if isolation_problem() and os.environ.get("R1_REQUIRE_SANDBOX") != "1":
+        pytest.skip(isolation_problem())
+    tests = json.dumps([{"input": "", "output": "11\n"}])
+    rows = [{"id": "c1", "prompt": "Write a Python program that prints 3 + 4 * 2.", "solution": "", "tests": tests},
+            {"id": "m1", "prompt": "What is 2 + 2?", "solution": "4", "tests": ""}]
+    data = tmp_path / "rl.parquet"
+    pq.write_table(pa.Table.from_pylist([dict(row, level=1, domain="code" if row["tests"] else "math",
+                                              worked_solution="") for row in rows]), data)
+    dataset = prompt_dataset([str(data)], "chat")
+    assert dataset["tests"] == [tests, None] and dataset["solution"] == [None, "4"]
+    out = tmp_path / "dev2"
+    grpo.main(["--stage", "reasoning_rl", "--template", "chat", "--model_path", str(tiny_model_dir),
+               "--train_data", str(data), "--output_dir", str(out), "--rewards", "accuracy", "code", "format",
+               "--reward_weights", "1", "1", "1", "--num_generations", "2", "--questions_per_step", "2",
+               "--max_completion_length", "8", "--max_steps", "2", "--beta", "0", "--save_steps", "10"])
+    last = [json.loads(line) for line in (out / "metrics.jsonl").open()][-2]
+    assert last["rewards/code/mean"] == 0.0  # scored (a seconds-trained model writes no program), not skipped
 
 
 def test_batch_that_does_not_split_is_named():

@@ -1,4 +1,5 @@
 import json
+import os
 
 import pyarrow.parquet as pq
 import pytest
@@ -6,6 +7,7 @@ import pytest
 from stages import generate, rejection
 from stages.generate import completed_prompts, shard_rows
 from stages.rejection import RejectionConfig, assemble, filter_reasoning, longest_paragraph, repeated_ngram_share
+from stages.rewards.sandbox import isolation_problem
 
 GOOD = "<think>\n2 + 3 = 5\n</think>\n\nThe answer is \\boxed{5}."
 
@@ -47,6 +49,18 @@ def test_worker_processes_give_the_single_process_verdicts_in_order(monkeypatch)
     single = rejection.drop_reasons(rows, _config(num_workers=1))
     assert parallel == single
     assert parallel.count("incorrect") == 30 and parallel.count(None) == 120
+
+
+def test_code_rows_are_kept_when_their_program_passes_its_tests():
+    if isolation_problem() and os.environ.get("R1_REQUIRE_SANDBOX") != "1":
+        pytest.skip(isolation_problem())
+    tests = json.dumps([{"input": "", "output": "11\n"}])
+    answer = lambda code: f"<think>\nfour times two is eight\n</think>\n\n```python\n{code}\n```"  # noqa: E731
+    rows = [dict(_row("c", 0, answer("print(3 + 4 * 2)"), solution="", domain="code"), tests=tests),
+            dict(_row("c", 1, answer("print(14)"), solution="", domain="code"), tests=tests),
+            dict(_row("d", 0, "<think>\nno program\n</think>\n\n11", solution="", domain="code"), tests=tests)]
+    kept, removed = filter_reasoning(rows, _config(max_per_prompt=2, max_repeated_ngram_share=0.9))
+    assert [(r["id"], r["sample"]) for r in kept] == [("c", 0)] and dict(removed) == {"incorrect": 2}
 
 
 def test_code_answers_in_the_summary_are_kept():

@@ -8,7 +8,8 @@ import pyarrow.parquet as pq
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 
 SCHEMAS = {
-    # Verifiable reasoning problems: RL prompts, rejection-sampling prompts, evaluation sets.
+    # Verifiable reasoning problems: RL prompts, rejection-sampling prompts, evaluation sets. Code rows
+    # add a `tests` column (JSON test cases, stages/rewards/code.py) and leave `solution` empty.
     "reasoning": pa.schema([("id", pa.string()), ("prompt", pa.string()), ("solution", pa.string()),
                             ("level", pa.int64()), ("domain", pa.string()), ("worked_solution", pa.string())]),
     # Non-reasoning instructions with a reference answer.
