@@ -18,7 +18,7 @@ from stages.data.schema import read_table
 from stages.generation import BackendOptions, SamplingSettings, load_generator
 from stages.rewards.format import is_well_formatted
 from stages.rewards.grading import Grader, gold_problem
-from stages.rewards.verify import verify_lanes, as_number, normalize
+from stages.rewards.verify import as_number, normalize, verify_lanes
 from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt
 
 
@@ -127,9 +127,10 @@ def main(argv=None):
                 rows = rows[: config.max_prompts]
             if not rows:
                 raise ValueError(f"evaluation set {name} ({path}) has no rows")
-            problems = [(i, gold_problem(r)) for i, r in enumerate(rows) if gold_problem(r)]
+            problems = [(i, problem) for i, r in enumerate(rows) if (problem := gold_problem(r))]
             if problems:  # an unanswerable row would silently count as wrong
-                raise ValueError(f"evaluation set {name} ({path}): " + "; ".join(f"row {i}: {p}" for i, p in problems[:10]))
+                raise ValueError(f"evaluation set {name} ({path}): "
+                                 + "; ".join(f"row {i}: {problem}" for i, problem in problems[:10]))
             timeouts_before = grader.verifier.timeouts
             tokenizer = getattr(generator, "tokenizer", None)
             prompts = [render_prompt(config.template, r["prompt"], tokenizer) for r in rows]

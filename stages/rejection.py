@@ -6,8 +6,9 @@
 
 Reasoning rows keep only responses whose final answer is correct (rule-based; a code row's program
 must pass its tests in the sandbox), well formatted, in one language, without long paragraphs, code
-blocks in the reasoning or repetition; at most `max_per_prompt` per prompt, deduplicated. Non-reasoning rows come from the general instruction
-data with their references (the paper reused DeepSeek-V3's SFT data). Each domain is filled to its
+blocks in the reasoning or repetition; at most `max_per_prompt` per prompt, deduplicated.
+Non-reasoning rows come from the general instruction data with their references (the paper reused
+DeepSeek-V3's SFT data). Each domain is filled to its
 target count; a domain that falls short fails the stage, naming what to raise, unless
 `allow_shortfall`. Every filter's removals are counted in the manifest.
 """

@@ -15,7 +15,6 @@ so a missing piece fails instead of skipping.
 """
 
 import json
-import os
 import re
 import subprocess
 from importlib import metadata
@@ -63,28 +62,24 @@ def test_gpu_requirements_are_fully_pinned_around_the_vllm_trl_supports():
 
 
 @pytest.fixture
-def rootfs(container_rootfs):
-    return container_rootfs
-
-
-@pytest.fixture
 def env(venv_env, tmp_path):
     return apptainer_env(venv_env, tmp_path / "calls.jsonl")
 
 
-def test_the_image_holds_the_pinned_packages_and_runs_a_stage(rootfs, env, tmp_path):
-    versions = subprocess.run(
-        ["apptainer", "exec", str(rootfs), "python", "-c",
-         "import importlib.metadata as m, json; print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"],
-        env=env, capture_output=True, text=True, check=True, cwd=tmp_path)
+def test_the_image_holds_the_pinned_packages_and_runs_a_stage(container_rootfs, env, tmp_path):
+    list_packages = ("import importlib.metadata as m, json; "
+                     "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))")
+    versions = subprocess.run(["apptainer", "exec", str(container_rootfs), "python", "-c", list_packages],
+                              env=env, capture_output=True, text=True, check=True, cwd=tmp_path)
     in_image = {normalized(name): version.split("+")[0] for name, version in json.loads(versions.stdout).items()}
     pins = pinned(REPO / "containers" / "requirements-cpu.txt")
     assert {name: in_image.get(name) for name in pins} == pins
 
-    rows = [{"prompt": "What is 6*7?", "completion": "<think>6*7=42</think>\nThe answer is \\boxed{42}.", "solution": "42"},
+    rows = [{"prompt": "What is 6*7?", "completion": "<think>6*7=42</think>\nThe answer is \\boxed{42}.",
+             "solution": "42"},
             {"prompt": "What is 6*7?", "completion": "<think>hmm</think>\n\\boxed{41}", "solution": "42"}]
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    score = ["apptainer", "exec", "--bind", f"{REPO}:{REPO}:ro", str(rootfs), "bash", "-c",
+    score = ["apptainer", "exec", "--bind", f"{REPO}:{REPO}:ro", str(container_rootfs), "bash", "-c",
              f"cd {tmp_path} && PYTHONPATH={REPO} python -m stages.rewards score --rewards accuracy,format "
              "--input in.jsonl --output out.jsonl && python -c 'import sys; print(sys.executable)'"]
     done = subprocess.run(score, env=env, capture_output=True, text=True, cwd=tmp_path)
@@ -94,11 +89,12 @@ def test_the_image_holds_the_pinned_packages_and_runs_a_stage(rootfs, env, tmp_p
     assert [row["scores"]["accuracy"] for row in scored] == [1.0, 0.0]
 
 
-def test_snakemake_runs_every_job_in_its_image(rootfs, env, tmp_path):
+def test_snakemake_runs_every_job_in_its_image(container_rootfs, env, tmp_path):
     gpu_image = tmp_path / "r1-gpu-standin"  # the same root filesystem under another name: which one a job got
-    gpu_image.symlink_to(rootfs)
+    gpu_image.symlink_to(container_rootfs)
     compute = {"r1_zero": {"gpu": 1}, "cold_start_sft": {"gpu": 2}}  # one GPU job, one multi-GPU launcher job
-    config = merged(merged(TINY, FAST), {"compute": compute, "containers": {"cpu": str(rootfs), "gpu": str(gpu_image)}})
+    containers = {"cpu": str(container_rootfs), "gpu": str(gpu_image)}
+    config = merged(merged(TINY, FAST), {"compute": compute, "containers": containers})
     site_args = f"--nv --bind {REPO}:{REPO}:ro"
     done = snakemake(tmp_path, write_config(tmp_path, config), "r1_zero", "dev1", "--sdm", "apptainer",
                      "--apptainer-args", site_args, env=env, check=False)
@@ -111,8 +107,8 @@ def test_snakemake_runs_every_job_in_its_image(rootfs, env, tmp_path):
         command = argv[-1]
         module = re.search(r"-m (stages\.[\w.]+)", command) or re.search(r"-m (stages\.[\w.]+)", " ".join(argv))
         jobs.setdefault(module.group(1), []).append(argv)
-    expected_images = {"stages.data.tiny": rootfs, "stages.base_model": rootfs, "stages.grpo": gpu_image,
-                       "stages.evaluate": rootfs, "stages.sft": gpu_image}
+    expected_images = {"stages.data.tiny": container_rootfs, "stages.base_model": container_rootfs,
+                       "stages.grpo": gpu_image, "stages.evaluate": container_rootfs, "stages.sft": gpu_image}
     assert set(jobs) == set(expected_images)
     assert len(jobs["stages.evaluate"]) == 3  # base, r1_zero, cold_start_sft
     for module, argvs in jobs.items():

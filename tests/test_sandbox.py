@@ -7,10 +7,8 @@ Needs bubblewrap and user namespaces; CI sets R1_REQUIRE_SANDBOX=1 so their abse
 
 import json
 import os
-import signal
 import socket
 import subprocess
-import threading
 import time
 from pathlib import Path
 

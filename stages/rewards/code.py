@@ -14,12 +14,21 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 
 from stages.rewards.answers import ANSWER_CLOSE, ANSWER_OPEN, summary_of
-from stages.rewards.sandbox import Sandbox
+from stages.rewards.sandbox import Sandbox, SandboxLimits
 
 FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)```", re.S)
 LANGUAGE_TAGS = {"python": {"python", "py", "python3"}}
 MAX_PROGRAM_CHARS = 20_000
 SCORINGS = ("pass_all", "fraction")
+
+
+def has_tests(tests) -> bool:
+    """JSON text in parquet and shard files, a list once parsed; empty or None for other domains."""
+    return bool(tests.strip() if isinstance(tests, str) else tests)
+
+
+def is_code_row(row: dict) -> bool:
+    return has_tests(row.get("tests"))
 
 
 def extract_program(completion: str, template: str, language: str = "python") -> str | None:
@@ -71,7 +80,14 @@ class CodeVerifier:
             raise ValueError(f"code scoring {scoring!r}: one of {SCORINGS}")
         self.sandbox, self.scoring = sandbox, scoring
         self.pool = ThreadPoolExecutor(max_workers=workers)
-        self.runs = 0
+
+    @classmethod
+    def with_timeout(cls, timeout_s: float, workers: int, allow_rlimit_only: bool = False,
+                     scoring: str = "pass_all") -> "CodeVerifier":
+        """A verifier whose sandbox gives each test case `timeout_s` of wall clock (and as much CPU)."""
+        limits = SandboxLimits(wall_time_s=timeout_s, cpu_time_s=max(1, int(timeout_s)),
+                               allow_rlimit_only=allow_rlimit_only)
+        return cls(Sandbox(limits), workers=workers, scoring=scoring)
 
     def score_many(self, programs: list[str | None], tests: list[list[dict]]) -> list[float]:
         jobs = [(i, case) for i, (program, cases) in enumerate(zip(programs, tests)) if program is not None
@@ -80,7 +96,6 @@ class CodeVerifier:
         results: list[list[bool]] = [[] for _ in programs]
         for (i, _), ok in zip(jobs, passed):
             results[i].append(ok)
-        self.runs += len(jobs)
         scores = []
         for program, cases, outcome in zip(programs, tests, results):
             if program is None:

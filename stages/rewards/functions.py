@@ -9,11 +9,10 @@ import os
 from dataclasses import dataclass
 
 from stages.rewards.answers import extract_final_answer
-from stages.rewards.code import CodeVerifier, extract_program, parse_tests
+from stages.rewards.code import CodeVerifier, extract_program, has_tests, parse_tests
 from stages.rewards.format import TAGS, is_well_formatted
 from stages.rewards.language import language_consistency
 from stages.rewards.length import soft_overlong_punishment
-from stages.rewards.sandbox import Sandbox, SandboxLimits
 from stages.rewards.verify import AnswerVerifier, verify_lanes
 
 
@@ -83,17 +82,16 @@ class Code(RewardFunction):
 
     def __init__(self, name, settings):
         super().__init__(name, settings)
-        limits = SandboxLimits(wall_time_s=settings.code_timeout_s, cpu_time_s=max(1, int(settings.code_timeout_s)),
-                               allow_rlimit_only=settings.allow_rlimit_only)
-        self.verifier = CodeVerifier(Sandbox(limits), workers=len(os.sched_getaffinity(0)),
-                                     scoring=settings.code_scoring)
+        self.verifier = CodeVerifier.with_timeout(settings.code_timeout_s, workers=len(os.sched_getaffinity(0)),
+                                                  allow_rlimit_only=settings.allow_rlimit_only,
+                                                  scoring=settings.code_scoring)
 
     def score(self, text, num_tokens, row):
         return self(completions=[text], tests=[row.get("tests")])[0]
 
     def __call__(self, prompts=None, completions=(), completion_ids=None, **columns):
         tests = columns.get("tests") or [None] * len(completions)
-        scored = [i for i, cases in enumerate(tests) if cases not in (None, "", [])]
+        scored = [i for i, cases in enumerate(tests) if has_tests(cases)]
         programs = [extract_program(completion_text(completions[i]), self.settings.template,
                                     self.settings.code_language) for i in scored]
         results = self.verifier.score_many(programs, [parse_tests(tests[i]) for i in scored])

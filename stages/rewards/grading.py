@@ -4,14 +4,8 @@ rejection sampling and evaluation. (GRPO uses the two reward functions, `accurac
 """
 
 from stages.rewards.answers import extract_final_answer
-from stages.rewards.code import CodeVerifier, extract_program, parse_tests
-from stages.rewards.sandbox import Sandbox, SandboxLimits
+from stages.rewards.code import CodeVerifier, extract_program, is_code_row, parse_tests
 from stages.rewards.verify import AnswerVerifier
-
-
-def is_code_row(row: dict) -> bool:
-    tests = row.get("tests")  # JSON text in parquet and shard files, a list once parsed
-    return bool(tests.strip() if isinstance(tests, str) else tests)
 
 
 def gold_problem(row: dict) -> str | None:
@@ -39,9 +33,7 @@ class Grader:
     def code(self) -> CodeVerifier:
         if self._code is None:
             timeout_s, workers, allow_rlimit_only = self._code_settings
-            limits = SandboxLimits(wall_time_s=timeout_s, cpu_time_s=max(1, int(timeout_s)),
-                                   allow_rlimit_only=allow_rlimit_only)
-            self._code = CodeVerifier(Sandbox(limits), workers=workers)
+            self._code = CodeVerifier.with_timeout(timeout_s, workers, allow_rlimit_only)
         return self._code
 
     def answer(self, completion: str, row: dict) -> str | None:

@@ -175,7 +175,7 @@ class Sandbox:
         for reader in readers:
             reader.join(timeout=2.0)
         if not self.isolated:
-            _kill_uid_leftovers(directory)
+            _kill_leftovers_in(directory)
         killed = timed_out or cut.is_set()
         return RunResult(stdout=out.decode("utf-8", errors="replace"), stderr=err.decode("utf-8", errors="replace"),
                          exit_code=None if killed else process.returncode, timed_out=timed_out,
@@ -201,7 +201,7 @@ def _processes_of(uid: int) -> int:
     return count
 
 
-def _kill_uid_leftovers(directory: str) -> None:
+def _kill_leftovers_in(directory: str) -> None:
     """rlimit-only mode: a process that left its session still runs in the run's directory."""
     for entry in os.listdir("/proc"):
         if entry.isdigit():
