@@ -15,7 +15,8 @@ requirements="$here/requirements-$flavour.txt"
 test -f "$requirements" || { echo "install.sh: no $requirements" >&2; exit 2; }
 
 export DEBIAN_FRONTEND=noninteractive
-packages="python3 python3-venv ca-certificates procps"
+# bubblewrap: the code reward's sandbox (stages/rewards/sandbox.py) runs model programs with it.
+packages="python3 python3-venv ca-certificates procps bubblewrap"
 if [ "$flavour" = gpu ]; then
     packages="$packages python3-dev build-essential ninja-build git"
 fi

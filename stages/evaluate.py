@@ -133,7 +133,7 @@ def main(argv=None):
                                  + "; ".join(f"row {i}: {problem}" for i, problem in problems[:10]))
             timeouts_before = grader.verifier.timeouts
             tokenizer = getattr(generator, "tokenizer", None)
-            prompts = [render_prompt(config.template, r["prompt"], tokenizer) for r in rows]
+            prompts = [render_prompt(config.template, r["prompt"], tokenizer, r["domain"]) for r in rows]
             samples = generator.generate(prompts, settings)
             scores, records = score_set(rows, samples, config.template, config.num_samples, grader)
             scores["verify_timeouts"] = grader.verifier.timeouts - timeouts_before

@@ -111,7 +111,7 @@ def main(argv=None):
                                         top_p=config.top_p, max_new_tokens=config.max_new_tokens,
                                         seed=config.seed * 1_000_003 + config.shard_index * 10_007 + len(done) + start,
                                         stop_strings=STOP_STRINGS[config.template])
-            prompts = [render_prompt(config.template, row["prompt"], tokenizer) for row in batch]
+            prompts = [render_prompt(config.template, row["prompt"], tokenizer, row["domain"]) for row in batch]
             samples = generator.generate(prompts, settings)
             with open(work_file, "a", encoding="utf-8") as f:
                 for row, prompt_samples in zip(batch, samples):

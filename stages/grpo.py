@@ -34,13 +34,14 @@ from stages.training import (AcceleratorOptions, StopOnSignal, claim_work_dir, c
 @dataclass
 class GRPOStageConfig(AcceleratorOptions):
     model_path: str = field(metadata={"help": "Policy to start from: the base model (R1-Zero) or Dev1 (reasoning RL)."})
-    train_data: list[str] = field(metadata={"help": "Reasoning parquet files (`prompt`, `solution`)."})
+    train_data: list[str] = field(metadata={"help": "Reasoning parquet files (`prompt`, `solution` or `tests`)."})
     output_dir: str = field(metadata={"help": "The model directory to write."})
     work_dir: str = field(default="", metadata={"help": "Checkpoints, outside Snakemake's outputs. Default: <output_dir>.work"})
     stage: str = field(default="grpo", metadata={"help": "Name recorded in the manifest (r1_zero, reasoning_rl, ...)."})
     template: str = field(default="chat", metadata={"help": f"Prompt template and response format, one of {TEMPLATES}."})
     rewards: list[str] = field(default_factory=lambda: ["accuracy", "format"],
-                               metadata={"help": "accuracy, format, tag_count, language, overlong; final RL also helpful_rm, harmless_rm."})
+                               metadata={"help": "accuracy, code, format, tag_count, language, overlong; final RL also helpful_rm, "
+                                                        "harmless_rm. A row is scored by accuracy (gold answer) or code (tests)."})
     reward_weights: list[float] = field(default_factory=lambda: [1.0, 1.0],
                                         metadata={"help": "One per reward. Paper: accuracy and format equal."})
     language: str = field(default="en", metadata={"help": "Target language of the CoT for the language reward."})
@@ -114,8 +115,8 @@ def prompt_dataset(paths: list[str], template: str, max_prompts: int = 0, tokeni
             problem = gold_problem(row)
             if problem:
                 raise ValueError(f"{path}: row {index} (id {row['id']!r}): {problem}")
-            prompt = training_prompt(template, row["prompt"])
-            if max_prompt_length and len(tokenizer(render_prompt(template, row["prompt"], tokenizer),
+            prompt = training_prompt(template, row["prompt"], row["domain"])
+            if max_prompt_length and len(tokenizer(render_prompt(template, row["prompt"], tokenizer, row["domain"]),
                                                    add_special_tokens=False).input_ids) > max_prompt_length:
                 continue
             rows.append({"prompt": prompt, "solution": row["solution"] or None, "tests": row.get("tests") or None,

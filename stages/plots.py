@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 PANELS = (  # (title, metrics.jsonl keys plotted together)
     ("reward", ("reward",)),
-    ("accuracy / format", ("rewards/accuracy/mean", "rewards/format/mean")),
+    ("accuracy / code / format", ("rewards/accuracy/mean", "rewards/code/mean", "rewards/format/mean")),
     ("language consistency", ("rewards/language/mean",)),
     ("reward models (normalised)", ("rewards/helpful_rm/mean", "rewards/harmless_rm/mean")),
     ("mean completion length (tokens)", ("completions/mean_length",)),

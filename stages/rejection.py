@@ -174,8 +174,8 @@ def filter_reasoning(rows: list[dict], config: RejectionConfig) -> tuple[list[di
 
 def reasoning_example(row: dict) -> dict:
     return {"id": f"{row['id']}-s{row['sample']}", "domain": row["domain"],
-            # the prompt exactly as generation rendered it: every reasoning domain gets the math instruction
-            "messages": chat_messages(row["prompt"]) + [{"role": "assistant", "content": row["completion"]}]}
+            # the prompt exactly as generation rendered it, with its domain's instruction
+            "messages": chat_messages(row["prompt"], row["domain"]) + [{"role": "assistant", "content": row["completion"]}]}
 
 
 def general_examples(path: str) -> list[dict]:

@@ -11,6 +11,9 @@ from pathlib import Path
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "data" / "templates"
 TEMPLATES = ("r1_zero", "chat")
 MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+CODE_INSTRUCTION = "Please reason step by step, and put your final program in a ```python code block."
+# Reasoning domains get their instruction after the question; general prompts go as they are.
+INSTRUCTIONS = {"math": MATH_INSTRUCTION, "code": CODE_INSTRUCTION}
 THINK_TAGS = ("<think>", "</think>", "<answer>", "</answer>")
 
 # How each stage's model is prompted: the paper prompts the base model and R1-Zero with the raw
@@ -36,8 +39,8 @@ def r1_zero_prompt(question: str) -> str:
 
 
 def chat_messages(question: str, domain: str = "math") -> list[dict]:
-    content = f"{question} {MATH_INSTRUCTION}" if domain == "math" else question
-    return [{"role": "user", "content": content}]
+    instruction = INSTRUCTIONS.get(domain)
+    return [{"role": "user", "content": f"{question} {instruction}" if instruction else question}]
 
 
 def training_prompt(template: str, question: str, domain: str = "math"):
@@ -59,7 +62,7 @@ def render_prompt(template: str, question: str, tokenizer=None, domain: str = "m
 
 
 def think_answer_completion(steps: list[str], answer) -> str:
-    """R1-Zero format."""
+    """R1-Zero format (a code answer is its fenced program)."""
     return f"<think> {' '.join(s + '.' for s in steps)} </think> <answer> {answer} </answer>"
 
 
@@ -67,3 +70,13 @@ def think_summary_completion(steps: list[str], answer) -> str:
     """Cold-start format: reasoning in <think>, then a readable summary with the boxed answer."""
     reasoning = "\n".join(steps)
     return f"<think>\n{reasoning}\n</think>\n\nThe answer is \\boxed{{{answer}}}."
+
+
+def code_block(program: str, language: str = "python") -> str:
+    return f"```{language}\n{program}\n```"
+
+
+def think_code_completion(steps: list[str], program: str) -> str:
+    """Cold-start format of a code answer: reasoning in <think>, then the program as the summary."""
+    reasoning = "\n".join(f"{step}." for step in steps)
+    return f"<think>\n{reasoning}\n</think>\n\n{code_block(program)}"

@@ -15,7 +15,8 @@ TINY = yaml.safe_load((REPO / "configs" / "tiny.yaml").read_text())
 FAST = {
     "data": {"tiny": {"num_rl_prompts": 100, "num_cold_start": 64, "num_general": 40, "num_eval_math": 20,
                       "num_eval_general": 10, "num_pretrain_docs": 600, "num_preference_pairs": 100,
-                      "num_rl_general": 20}},
+                      "num_rl_general": 20, "num_rl_code": 30, "num_cold_start_code": 16, "num_eval_code": 10,
+                      "num_pretrain_code_docs": 120}},
     "base_model": {"build": {"vocab_size": 400, "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 128,
                              "block_size": 128, "max_steps": 20, "save_steps": 10, "logging_steps": 5}},
     "cold_start_sft": {"max_steps": 6, "save_steps": 3, "logging_steps": 2},
@@ -28,7 +29,7 @@ FAST = {
                                           "prompts_per_batch": 4},
                            # The seconds-trained model answers nothing right: take what the pool has.
                            "filters": {"allow_shortfall": True},
-                           "targets": {"math": 5, "general": 5}},
+                           "targets": {"math": 5, "code": 5, "general": 5}},
     "mixture_sft": {"max_steps": 2, "save_steps": 1, "logging_steps": 1},
     "reward_models": {"helpful": {"num_train_epochs": 0.1, "logging_steps": 1},
                       "harmless": {"num_train_epochs": 0.1, "logging_steps": 1}},

@@ -1,4 +1,7 @@
+import json
 import random
+import subprocess
+import sys
 
 import pyarrow.parquet as pq
 import pytest
@@ -6,7 +9,9 @@ import pytest
 from stages.data import general
 from stages.data.arithmetic import make_problem, solve
 from stages.data.schema import FILES, SCHEMAS, normalize_prompt, read_table
+from stages.data.programs import make_code_problem
 from stages.data.tiny import TinyDataConfig, generate, held_out_overlaps
+from stages.rewards.code import extract_program, parse_tests, same_output
 from stages.tokenizer import chat_template_renderer
 from tests.conftest import SMALL_DATA
 
@@ -25,23 +30,27 @@ def test_same_seed_same_data_other_seed_other_data():
 def test_held_out_prompts_never_appear_in_training_data():
     tables = _generate(0)
     assert len({normalize_prompt(r["prompt"]) for r in tables["eval_math"]}) == SMALL_DATA["num_eval_math"]
+    assert len({normalize_prompt(r["prompt"]) for r in tables["eval_code"]}) == SMALL_DATA["num_eval_code"]
     assert held_out_overlaps(tables) == []
 
 
+@pytest.mark.parametrize("held_out", ["eval_math", "eval_code"])
 @pytest.mark.parametrize("table, make_row", [
     ("rl_prompts", lambda p: {"prompt": p.upper() + "  "}),
     ("cold_start", lambda p: {"messages": [{"role": "user", "content": p + " Please reason step by step."}]}),
     ("pretrain", lambda p: {"text": f"Problem: {p}\nSolution: 1 + 1 = 2."}),
 ])
-def test_the_overlap_check_catches_a_planted_held_out_prompt(table, make_row):
+def test_the_overlap_check_catches_a_planted_held_out_prompt(table, make_row, held_out):
     tables = _generate(0)
-    planted = tables["eval_math"][3]["prompt"]
+    planted = tables[held_out][3]["prompt"]
     tables[table].append(make_row(planted))
     assert held_out_overlaps(tables) == [normalize_prompt(planted)]
 
 
 def test_worked_solutions_reach_the_gold_answer_and_levels_count_steps():
     for row in _generate(1)["rl_prompts"]:
+        if row["domain"] == "code":
+            continue
         steps = row["worked_solution"].split("\n")
         assert solve(steps) == int(row["solution"])
         assert len(steps) == row["level"]
@@ -62,11 +71,48 @@ def test_general_instructions_cover_every_domain_with_references():
     assert all(prompt and reference for _, prompt, reference in items)
 
 
-def test_cold_start_conversations_end_with_a_boxed_think_summary_answer():
-    for row in _generate(0)["cold_start"]:
+def passes(program: str, case: dict) -> bool:
+    """Runs one of the generator's own programs (trusted: no sandbox) on one test case."""
+    if "assert" in case:
+        return subprocess.run([sys.executable, "-c", program + "\n" + case["assert"]]).returncode == 0
+    run = subprocess.run([sys.executable, "-c", program], input=case["input"], capture_output=True, text=True)
+    return run.returncode == 0 and same_output(run.stdout, case["output"])
+
+
+def test_code_rows_reference_programs_pass_their_tests_and_a_constant_fails_them():
+    tables = _generate(1)
+    rows = [r for r in tables["rl_prompts"] if r["domain"] == "code"] + tables["eval_code"]
+    assert len(rows) == SMALL_DATA["num_rl_code"] + SMALL_DATA["num_eval_code"]
+    for row in rows:
+        assert row["solution"] == ""
+        cases = parse_tests(row["tests"])
+        assert len(cases) == 3 and all(passes(row["worked_solution"], case) for case in cases), row
+        constant = "print(0)" if "input" in cases[0] else "def f(*args):\n    return 0"
+        assert not all(passes(constant, case) for case in cases)
+
+
+@pytest.mark.parametrize("level", [1, 2, 3, 4])
+def test_code_problems_have_level_operations_and_distinct_test_inputs(level):
+    rng = random.Random(level)
+    for problem in [make_code_problem(rng, level) for _ in range(50)]:
+        expression = problem.program.splitlines()[-1]
+        assert sum(expression.count(f" {op} ") for op in "+-*") == level
+        keys = [json.dumps(case, sort_keys=True) for case in problem.tests]
+        assert len(set(keys)) == len(keys)
+
+
+def test_cold_start_conversations_end_with_a_think_summary_answer_boxed_or_a_program():
+    rows = _generate(0)["cold_start"]
+    assert {row["domain"] for row in rows} == {"math", "code"}
+    for row in rows:
         user, assistant = row["messages"]
         assert user["role"] == "user" and assistant["role"] == "assistant"
-        assert assistant["content"].startswith("<think>\n") and "\\boxed{" in assistant["content"]
+        assert assistant["content"].startswith("<think>\n")
+        if row["domain"] == "math":
+            assert "\\boxed{" in assistant["content"]
+        else:
+            assert "```python" in user["content"]  # the code instruction
+            assert extract_program(assistant["content"], "chat")
 
 
 def test_parquet_files_have_their_documented_schema(small_data_dir):

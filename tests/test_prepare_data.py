@@ -109,6 +109,15 @@ def test_training_prompts_that_overlap_an_evaluation_set_are_removed(hub_copies,
     assert off[1]["decontaminated"]["rl_prompts"] == 0
 
 
+def test_template_text_shared_by_evaluation_prompts_is_not_contamination():
+    template = "The first line of the input contains a single integer n, the number of stones."
+    evals = [f"{template} Print the {what} of the stones." for what in ("sum", "product", "maximum of the weights")]
+    training = f"{template} Print how many stones are heavier than the first one."
+    assert not Decontaminator(evals, n=10, boilerplate_prompts=3).overlaps(training)
+    assert Decontaminator(evals, n=10, boilerplate_prompts=0).overlaps(training)
+    assert Decontaminator(evals, n=10, boilerplate_prompts=3).overlaps(evals[2])
+
+
 def test_short_evaluation_prompts_match_as_whole_phrases():
     check = Decontaminator(["What is 7 times 8?"], n=10)
     assert check.overlaps("Quick quiz. what is 7 TIMES 8 ? Answer fast.")
@@ -137,3 +146,29 @@ def test_unparseable_gold_answers_are_bad_rows(tmp_path):
         {"eval_x": [{"path": path, "fields": {"prompt": "q", "solution": "a"}}]})))
     assert [r["solution"] for r in tables["eval_x"]] == ["2"]
     assert counts["bad_rows_dropped"] == {"eval_x: gold answer cannot be parsed": 1}
+
+
+def test_code_sets_map_test_cases_and_drop_rows_they_cannot_run(tmp_path):
+    """Rows shaped like open-r1/verifiable-coding-problems-python: cases nested in a struct column."""
+    def row(statement, cases, difficulty="EASY"):
+        return {"problem_statement": statement, "gold_standard_solution": "print(int(input()) * 2)",
+                "metadata": {"difficulty": difficulty},
+                "verification_info": {"language": "python", "test_cases": cases}}
+    stdin = [{"fn_name": None, "input": "2\n", "output": "4\n", "type": "stdin_stdout"},
+             {"fn_name": None, "input": "5\n", "output": "10\n", "type": "stdin_stdout"}]
+    path = _write(tmp_path / "code.parquet", [
+        row("Read n and print twice n.", stdin),
+        row("Return twice n.", [{"fn_name": "twice", "input": "[2]", "output": "[4]", "type": "function_call"}]),
+        row("No tests at all.", []),
+    ])
+    fields = {"prompt": "problem_statement", "tests": "verification_info.test_cases",
+              "worked_solution": "gold_standard_solution"}
+    tables, counts = prepare(PrepareConfig(output_dir="unused", sources=json.dumps(
+        {"rl_prompts": [{"path": path, "fields": fields}]})))
+    (code,) = tables["rl_prompts"]
+    assert code["domain"] == "code" and code["solution"] == ""
+    assert json.loads(code["tests"]) == [{"input": "2\n", "output": "4\n"}, {"input": "5\n", "output": "10\n"}]
+    assert code["worked_solution"] == "print(int(input()) * 2)"
+    assert counts["bad_rows_dropped"] == {
+        "rl_prompts: test case type 'function_call' is not supported (stdin_stdout or assert)": 1,
+        "rl_prompts: unusable test cases": 1}

@@ -102,6 +102,42 @@ def test_many_programs_run_in_parallel_in_order(code_reward):
     assert scores == [1.0] * 5 + [0.0] + [1.0] * 6
 
 
+def test_exiting_before_the_asserts_does_not_pass_them(code_reward):
+    asserts = [{"assert": "assert add(2, 3) == 5"}, {"assert": "assert add(1, 1) == 2"}]
+    for early_exit in ("import sys\nsys.exit(0)", "import os\nos._exit(0)", "raise SystemExit"):
+        assert score(code_reward, f"def add(a, b):\n    return 0\n{early_exit}", asserts) == 0.0
+    assert score(code_reward, "def add(a, b):\n    return a + b", asserts) == 1.0
+
+
+def test_pass_all_runs_a_rows_asserts_together_and_its_stdin_cases_apart(code_reward):
+    runs = []
+    run = code_reward.verifier.sandbox.run
+    code_reward.verifier.sandbox.run = lambda program, stdin="": runs.append((program, stdin)) or run(program, stdin)
+    try:
+        cases = [{"assert": f"assert add({i}, 1) == {i + 1}"} for i in range(3)]
+        assert score(code_reward, "def add(a, b):\n    return a + b", cases) == 1.0
+        assert len(runs) == 1 and all(case["assert"] in runs[0][0] for case in cases)
+        runs.clear()
+        assert score(code_reward, "a, b = map(int, input().split())\nprint(a + b)") == 1.0
+        assert sorted(stdin for _, stdin in runs) == sorted(case["input"] for case in ADD)
+    finally:
+        code_reward.verifier.sandbox.run = run
+
+
+def test_a_program_repeated_in_a_batch_runs_once_per_case(code_reward):
+    runs = []
+    run = code_reward.verifier.sandbox.run
+    code_reward.verifier.sandbox.run = lambda program, stdin="": runs.append((program, stdin)) or run(program, stdin)
+    try:
+        adder = answer("a, b = map(int, input().split())\nprint(a + b)")
+        other = [{"input": "1 1\n", "output": "3\n"}]  # same program, another row's cases: scored on its own
+        scores = code_reward(completions=[adder] * 8 + [adder], tests=[json.dumps(ADD)] * 8 + [json.dumps(other)])
+    finally:
+        code_reward.verifier.sandbox.run = run
+    assert scores == [1.0] * 8 + [0.0]
+    assert sorted(stdin for _, stdin in runs) == ["1 1\n", "10 -4\n", "2 3\n"]
+
+
 # ---- hostile programs ---------------------------------------------------------------------------------
 
 def test_no_network_not_even_the_hosts_loopback(code_reward):

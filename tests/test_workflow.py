@@ -69,6 +69,7 @@ def test_the_tiny_dag_runs_end_to_end(tmp_path, venv_env):
     assert "SFT mixture (rejection sampling)" in page and "Reward models" in page
     scores = json.loads((run / "report" / "scores.json").read_text())
     assert scores["cold_start_sft"]["math"]["k"] == 2 and scores["base"]["math"]["num_prompts"] == 6
+    assert scores["final_rl"]["code"]["num_prompts"] == 6 and "| code pass_at_1 |" in table  # the code domain's column
     assert not list(run.rglob("*.partial"))
     mixture = json.loads((run / "mixture" / "manifest.json").read_text())["metrics"]
     assert mixture["candidates"] == 12 * 2 == mixture["kept_reasoning"] + sum(mixture["removed"].values())

@@ -128,6 +128,26 @@ def make_problem(rng: random.Random, level: int) -> Problem:
             return Problem(" ".join(sentences), total, level, tuple(steps))
 
 
+def random_fact(rng: random.Random) -> str:
+    """One equation of the kind the problems' steps use, drawn uniformly over its operands: the
+    arithmetic table the tiny model has to learn, beyond the facts its problems happen to contain."""
+    kind = rng.choice("+-*x")
+    if kind == "+":
+        right = rng.randint(1, 12)
+        left = rng.randint(0, MAX_VALUE - right)
+        return f"{left} + {right} = {left + right}"
+    if kind == "-":
+        left = rng.randint(2, MAX_VALUE)
+        right = rng.randint(1, min(left - 1, 12))
+        return f"{left} - {right} = {left - right}"
+    if kind == "*":
+        factor = rng.randint(2, 4)
+        left = rng.randint(1, MAX_VALUE // factor)
+        return f"{left} * {factor} = {left * factor}"
+    count, per = rng.randint(2, 5), rng.randint(2, 6)
+    return f"{count} * {per} = {count * per}"
+
+
 def solve(problem_steps: list[str]) -> int:
     """Replays a worked solution's equations and returns the last result (used by tests)."""
     value = None

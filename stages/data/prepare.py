@@ -16,9 +16,13 @@ stages/data/schema.py for the kinds) to a list of sources, each a JSON object:
                   (choices shuffled with the seed, the gold answer is the letter);
                   `hh_rlhf`: Anthropic HH dialogues; prompt = all turns before the last reply
                   (preference pairs, or general prompts with the chosen reply as reference)
-    fields        schema field -> source column (format `columns`)
+    fields        schema field -> source column (format `columns`); a reasoning set that maps `tests`
+                  is code: its rows' test cases (a list, or JSON text of one) become the `tests`
+                  column, each `{input, output}` (stdin/stdout; a `type` other than stdin_stdout is
+                  a bad row) or `{assert}`, and `solution` stays empty
     solution_from_boxed   the gold answer is the last \\boxed{} of the mapped solution text
-    domain        the rows' domain (default: `math` for reasoning, `general` otherwise)
+    domain        the rows' domain (default: `math` for reasoning, `code` when it maps `tests`,
+                  `general` otherwise)
     split_as      preference rows: `train` or `eval` (held-out pairs)
     skip_rows, max_rows   take a slice of the source (after bad rows are dropped)
 """
@@ -38,6 +42,7 @@ from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import SCHEMAS, kind_of, normalize_prompt
 from stages.rewards.answers import last_boxed
+from stages.rewards.code import parse_tests
 
 FORMATS = ("columns", "gpqa", "hh_rlhf")
 SOURCE_KEYS = {"path", "name", "split", "data_dir", "revision", "format", "fields", "solution_from_boxed",
@@ -62,6 +67,8 @@ class PrepareConfig:
     seed: int = field(default=0, metadata={"help": "Seeds the GPQA choice order and preference hold-out."})
     decontamination_ngram: int = field(default=10, metadata={
         "help": "Drop a training row sharing any word n-gram with an evaluation prompt (paper: 10-grams). 0: off."})
+    decontamination_boilerplate: int = field(default=3, metadata={
+        "help": "An n-gram in this many evaluation prompts or more is template text and does not count (0: all count)."})
     on_bad_row: str = field(default="drop", metadata={
         "help": "drop: skip and count rows without a prompt or gold answer; error: stop at the first, naming it."})
     preference_eval_share: float = field(default=0.05, metadata={
@@ -161,6 +168,25 @@ def hh_split(dialogue: str) -> tuple[str, str]:
     return text(prompt, "prompt"), text(dialogue[cut + len(marker):], "reply")
 
 
+def test_cases(value) -> str:
+    """A code row's test cases as the `tests` column's JSON: stdin/stdout pairs and assert lines."""
+    try:
+        cases = parse_tests(json.loads(value) if isinstance(value, str) else value)
+    except (ValueError, TypeError) as error:
+        raise BadRow("unusable test cases", f": {str(error)[:80]}") from None
+    converted = []
+    for case in cases:
+        if "assert" in case:
+            converted.append({"assert": text(case["assert"], "assert test")})
+            continue
+        if case.get("type", "stdin_stdout") != "stdin_stdout":
+            raise BadRow(f"test case type {case.get('type')!r} is not supported (stdin_stdout or assert)")
+        if not isinstance(case["input"], str) or not isinstance(case["output"], str):
+            raise BadRow("a test case's input or output is not text")
+        converted.append({"input": case["input"], "output": case["output"]})
+    return json.dumps(converted, ensure_ascii=False)
+
+
 def gpqa_row(row: dict, seed: int) -> dict:
     question = text(row.get("Question"), "Question")
     correct = text(row.get("Correct Answer"), "Correct Answer")
@@ -175,18 +201,22 @@ def gpqa_row(row: dict, seed: int) -> dict:
 def convert(row: dict, kind: str, source: dict, seed: int) -> dict:
     """One source row as a row of `kind` (without `id`); raises BadRow."""
     fmt, fields = source.get("format", "columns"), source.get("fields", {})
-    domain = source.get("domain", DEFAULT_DOMAIN.get(kind, "general"))
+    is_code = kind == "reasoning" and "tests" in fields
+    domain = source.get("domain", "code" if is_code else DEFAULT_DOMAIN.get(kind, "general"))
     get = lambda name, default=None: lookup(row, fields.get(name, default or name))  # noqa: E731
     if kind == "reasoning":
+        level = re.search(r"\d+", str(row.get(fields.get("level", "level"), "")))  # 3, or MATH's "Level 3"
+        shared = {"domain": domain, "level": int(level.group()) if level else 0,
+                  "worked_solution": row.get(fields["worked_solution"], "") if "worked_solution" in fields else ""}
+        if is_code:
+            return {"prompt": text(get("prompt"), "prompt"), "solution": "", "tests": test_cases(get("tests")),
+                    **shared}
         if fmt == "gpqa":
             converted = gpqa_row(row, seed)
         else:
             converted = {"prompt": text(get("prompt"), "prompt"), "solution": get("solution")}
-        level = re.search(r"\d+", str(row.get(fields.get("level", "level"), "")))  # 3, or MATH's "Level 3"
-        return {"prompt": converted["prompt"], "domain": domain,
-                "solution": gold_answer(converted["solution"], source.get("solution_from_boxed", False)),
-                "level": int(level.group()) if level else 0,
-                "worked_solution": row.get(fields["worked_solution"], "") if "worked_solution" in fields else ""}
+        return {"prompt": converted["prompt"], **shared,
+                "solution": gold_answer(converted["solution"], source.get("solution_from_boxed", False))}
     if kind == "general":
         if fmt == "hh_rlhf":  # e.g. harmful prompts for the final RL phase, the safe reply as reference
             prompt, reference = hh_split(text(row.get("chosen"), "chosen"))
@@ -262,12 +292,16 @@ def prompt_texts(row: dict, kind: str) -> list[str]:
 
 class Decontaminator:
     """Flags a training text that shares a word n-gram with any evaluation prompt, or contains a whole
-    evaluation prompt shorter than n words."""
+    evaluation prompt shorter than n words. An n-gram found in `boilerplate_prompts` or more evaluation
+    prompts is the benchmark's template ("the first line of the input contains a single integer"), not
+    a problem, and does not count (0: every n-gram counts)."""
 
-    def __init__(self, eval_prompts: list[str], n: int):
+    def __init__(self, eval_prompts: list[str], n: int, boilerplate_prompts: int = 0):
         self.n = n
         tokenized = [words(p) for p in eval_prompts] if n else []
-        self.eval_ngrams = set().union(*(ngrams(tokens, n) for tokens in tokenized))
+        prompts_with = Counter(gram for tokens in tokenized for gram in ngrams(tokens, n))
+        self.eval_ngrams = {gram for gram, count in prompts_with.items()
+                            if not boilerplate_prompts or count < boilerplate_prompts}
         self.short_prompts = {" ".join(tokens) for tokens in tokenized if 0 < len(tokens) < n}
 
     def overlaps(self, training_text: str) -> bool:
@@ -300,7 +334,7 @@ def prepare(config: PrepareConfig, rows_of=load_source) -> tuple[dict[str, list[
             raise ValueError(f"{stem}: no usable rows in {[s['path'] for s in sources]}")
     eval_prompts = [p for stem, rows in tables.items() if stem.startswith("eval_")
                     for row in rows for p in prompt_texts(row, kind_of(stem))]
-    decontaminator = Decontaminator(eval_prompts, config.decontamination_ngram)
+    decontaminator = Decontaminator(eval_prompts, config.decontamination_ngram, config.decontamination_boilerplate)
     removed = {}
     for stem, rows in tables.items():
         if stem.startswith("eval_"):

@@ -9,9 +9,10 @@ MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 
 SCHEMAS = {
     # Verifiable reasoning problems: RL prompts, rejection-sampling prompts, evaluation sets. Code rows
-    # add a `tests` column (JSON test cases, stages/rewards/code.py) and leave `solution` empty.
+    # have `tests` (JSON test cases, stages/rewards/code.py) and an empty `solution`.
     "reasoning": pa.schema([("id", pa.string()), ("prompt", pa.string()), ("solution", pa.string()),
-                            ("level", pa.int64()), ("domain", pa.string()), ("worked_solution", pa.string())]),
+                            ("level", pa.int64()), ("domain", pa.string()), ("worked_solution", pa.string()),
+                            ("tests", pa.string())]),
     # Non-reasoning instructions with a reference answer.
     "general": pa.schema([("id", pa.string()), ("prompt", pa.string()), ("reference", pa.string()),
                           ("domain", pa.string())]),
@@ -24,8 +25,13 @@ SCHEMAS = {
     "corpus": pa.schema([("text", pa.string())]),
 }
 
+# Columns a file may lack (math-only sets written before code rows existed, or brought by the user):
+# they read as nulls.
+OPTIONAL_COLUMNS = {"reasoning": {"tests"}}
+
 FILES = {  # file stem -> schema kind
     "rl_prompts": "reasoning", "cold_start": "sft", "general": "general", "eval_math": "reasoning",
+    "eval_code": "reasoning",
     "eval_general": "general", "pretrain": "corpus", "preferences_helpful": "preference",
     "preferences_harmless": "preference", "rl_general": "general",
 }
@@ -39,11 +45,13 @@ def normalize_prompt(prompt: str) -> str:
 def read_table(path, kind: str) -> pa.Table:
     """Reads a parquet file and checks it has the columns of `kind`, naming the file and what is missing."""
     table = pq.read_table(path)
-    expected = SCHEMAS[kind]
+    expected, optional = SCHEMAS[kind], OPTIONAL_COLUMNS.get(kind, set())
     missing = [name for name in expected.names if name not in table.column_names]
-    if missing:
-        raise ValueError(f"{path}: not a '{kind}' data set, missing column(s) {missing} "
-                         f"(has {table.column_names})")
+    if [name for name in missing if name not in optional]:
+        raise ValueError(f"{path}: not a '{kind}' data set, missing column(s) "
+                         f"{[name for name in missing if name not in optional]} (has {table.column_names})")
+    for name in missing:
+        table = table.append_column(expected.field(name), pa.nulls(len(table), expected.field(name).type))
     return table
 
 

@@ -17,9 +17,11 @@ import pyarrow.parquet as pq
 from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data import general, preferences
-from stages.data.arithmetic import make_problem
+from stages.data.arithmetic import make_problem, random_fact
+from stages.data.programs import make_code_problem
 from stages.data.schema import FILES, SCHEMAS, normalize_prompt
-from stages.templates import chat_messages, r1_zero_prompt, think_answer_completion, think_summary_completion
+from stages.templates import (chat_messages, code_block, r1_zero_prompt, think_answer_completion,
+                              think_code_completion, think_summary_completion)
 
 CHINESE_OPS = {"+": "加", "-": "减", "*": "乘"}
 
@@ -37,19 +39,25 @@ class TinyDataConfig:
     num_pretrain_docs: int = field(default=30000, metadata={"help": "Documents in the base model's corpus."})
     tagged_share: float = field(default=0.2, metadata={"help": "Share of corpus documents in the R1-Zero format."})
     mixed_language_share: float = field(default=0.15, metadata={"help": "Share of tagged CoTs with Chinese steps."})
+    drill_facts: int = field(default=0, metadata={"help": "Random arithmetic facts added to each drill document."})
     num_preference_pairs: int = field(default=1200, metadata={"help": "Pairs per reward model (helpful, harmless)."})
     preference_eval_share: float = field(default=0.2, metadata={"help": "Share of preference prompts held out."})
     num_rl_general: int = field(default=200, metadata={"help": "General and harmful prompts for the final RL stage."})
+    code_levels: list[int] = field(default_factory=lambda: [1, 2], metadata={"help": "Operations per code problem."})
+    num_rl_code: int = field(default=600, metadata={"help": "Code prompts (with tests) added to the reasoning prompts."})
+    num_cold_start_code: int = field(default=150, metadata={"help": "Code examples added to the cold-start data."})
+    num_eval_code: int = field(default=50, metadata={"help": "Held-out code problems (eval_code)."})
+    num_pretrain_code_docs: int = field(default=2000, metadata={"help": "Code documents added to the corpus."})
 
 
-def _unique_problems(rng, n, levels, reject=lambda prompt: False):
+def _unique_problems(rng, n, levels, reject=lambda prompt: False, make=make_problem):
     seen, problems = set(), []
     attempts = 0
     while len(problems) < n:
         attempts += 1
         if attempts > 200 * n + 1000:
             raise RuntimeError(f"could not draw {n} distinct problems at levels {levels}: raise the levels")
-        problem = make_problem(rng, rng.choice(levels))
+        problem = make(rng, rng.choice(levels))
         key = normalize_prompt(problem.prompt)
         if key in seen or reject(problem.prompt):
             continue
@@ -61,6 +69,11 @@ def _unique_problems(rng, n, levels, reject=lambda prompt: False):
 def _reasoning_rows(problems, prefix):
     return [{"id": f"{prefix}-{i:06d}", "prompt": p.prompt, "solution": str(p.answer), "level": p.level,
              "domain": "math", "worked_solution": "\n".join(p.worked_steps)} for i, p in enumerate(problems)]
+
+
+def _code_rows(problems, prefix):
+    return [{"id": f"{prefix}-{i:06d}", "prompt": p.prompt, "solution": "", "level": p.level, "domain": "code",
+             "worked_solution": p.program, "tests": p.tests_json} for i, p in enumerate(problems)]
 
 
 def _chinese_steps(rng, problem):
@@ -88,8 +101,8 @@ def _corpus_document(rng, config, problem, instruction, chat) -> str:
         return f"{r1_zero_prompt(problem.prompt)} The answer is {problem.answer}."
     if roll < 0.45:
         return f"Problem: {problem.prompt}\nSolution: {'. '.join(steps)}. The answer is {problem.answer}."
-    if roll < 0.55:
-        return " ".join(f"{s}." for s in steps)
+    if roll < 0.55:  # drills: the problem's steps among facts from the whole table
+        return " ".join(f"{s}." for s in [*steps, *(random_fact(rng) for _ in range(config.drill_facts))])
     if roll < 0.65:
         return chat([{"role": "user", "content": problem.prompt},
                      {"role": "assistant", "content": f"{'. '.join(steps)}. The answer is {problem.answer}."}])
@@ -97,6 +110,21 @@ def _corpus_document(rng, config, problem, instruction, chat) -> str:
     if rng.random() < 0.5:
         return chat([{"role": "user", "content": prompt}, {"role": "assistant", "content": reference}])
     return f"Q: {prompt}\nA: {reference}"
+
+
+def _code_document(rng, config, problem, chat) -> str:
+    """A code document: the same mixture of forms as the arithmetic ones, the answer being a program."""
+    roll, program = rng.random(), code_block(problem.program)
+    if roll < config.tagged_share:
+        return f"{r1_zero_prompt(problem.prompt)} {think_answer_completion(problem.steps, program)}"
+    roll -= config.tagged_share
+    if roll < 0.10:
+        return f"{r1_zero_prompt(problem.prompt)} The program is\n{program}"
+    if roll < 0.45:
+        return f"Problem: {problem.prompt}\nSolution: {'. '.join(problem.steps)}.\n{program}"
+    if roll < 0.60:
+        return program
+    return chat([{"role": "user", "content": problem.prompt}, {"role": "assistant", "content": program}])
 
 
 def _is_held_out_preference(prompt: str, share: float) -> bool:
@@ -146,6 +174,22 @@ def generate(config: TinyDataConfig, chat_renderer) -> dict[str, list[dict]]:
     cold_rows = [{"id": f"cold-{i:06d}", "domain": "math", "messages": chat_messages(p.prompt) + [
         {"role": "assistant", "content": think_summary_completion(p.worked_steps, p.answer)}]}
         for i, p in enumerate(cold)]
+
+    # The code domain draws from its own stream, so the other data sets stay what they were without it.
+    code_rng = random.Random(f"{config.seed}:code")
+    draw_code = lambda n, reject: _unique_problems(code_rng, n, config.code_levels, reject, make_code_problem)  # noqa: E731
+    eval_code = draw_code(config.num_eval_code, lambda prompt: False)
+    held_out_code = {normalize_prompt(p.prompt) for p in eval_code}
+    is_held_out_code = lambda prompt: normalize_prompt(prompt) in held_out_code  # noqa: E731
+    rl_code = draw_code(config.num_rl_code, is_held_out_code)
+    cold_code = draw_code(config.num_cold_start_code, is_held_out_code)
+    corpus_code = draw_code(config.num_pretrain_code_docs, is_held_out_code)
+    corpus += [{"text": _code_document(code_rng, config, p, chat_renderer)} for p in corpus_code]
+    code_rng.shuffle(corpus)
+    rl_rows = _reasoning_rows(rl, "rl") + _code_rows(rl_code, "rlcode")
+    code_rng.shuffle(rl_rows)  # generation takes the first `max_prompts`: both domains must be among them
+    cold_rows += [{"id": f"coldcode-{i:06d}", "domain": "code", "messages": chat_messages(p.prompt, "code") + [
+        {"role": "assistant", "content": think_code_completion(p.steps, p.program)}]} for i, p in enumerate(cold_code)]
     harmless = _preference_rows(rng, preferences.make_harmless_pair, config.num_preference_pairs,
                                 config.preference_eval_share, "harmless")
     # Final-RL general prompts: the general train pool and the harmful requests of the train split.
@@ -159,11 +203,12 @@ def generate(config: TinyDataConfig, chat_renderer) -> dict[str, list[dict]]:
                                                 config.preference_eval_share, "helpful"),
         "preferences_harmless": harmless,
         "rl_general": rl_general,
-        "rl_prompts": _reasoning_rows(rl, "rl"),
+        "rl_prompts": rl_rows,
         "cold_start": cold_rows,
         "general": [{"id": f"gen-{i:06d}", "prompt": p, "reference": r, "domain": d}
                     for i, (d, p, r) in enumerate(general_train)],
         "eval_math": _reasoning_rows(eval_math, "evalmath"),
+        "eval_code": _code_rows(eval_code, "evalcode"),
         "eval_general": [{"id": f"evalgen-{i:06d}", "prompt": p, "reference": r, "domain": d}
                          for i, (d, p, r) in enumerate(eval_general)],
         "pretrain": corpus,
@@ -172,7 +217,7 @@ def generate(config: TinyDataConfig, chat_renderer) -> dict[str, list[dict]]:
 
 def held_out_overlaps(tables: dict[str, list[dict]]) -> list[str]:
     """Held-out prompts that also appear in any training table (must be empty)."""
-    held_out = {normalize_prompt(r["prompt"]) for r in tables["eval_math"] + tables["eval_general"]}
+    held_out = {normalize_prompt(r["prompt"]) for r in tables["eval_math"] + tables["eval_code"] + tables["eval_general"]}
     seen = [normalize_prompt(r["prompt"]) for r in tables["rl_prompts"] + tables["general"]]
     seen += [normalize_prompt(m["content"]) for r in tables["cold_start"] for m in r["messages"] if m["role"] == "user"]
     corpus = "\n".join(normalize_prompt(r["text"]) for r in tables["pretrain"])

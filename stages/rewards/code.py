@@ -11,6 +11,7 @@ reward), or the share of cases passed (`fraction`).
 
 import json
 import re
+import secrets
 from concurrent.futures import ThreadPoolExecutor
 
 from stages.rewards.answers import ANSWER_CLOSE, ANSWER_OPEN, summary_of
@@ -67,9 +68,22 @@ def same_output(actual: str, expected: str) -> bool:
 
 def case_passes(sandbox: Sandbox, program: str, case: dict) -> bool:
     if "assert" in case:
-        return sandbox.run(program + "\n\n" + case["assert"] + "\n").ok
+        # A program that exits early (`sys.exit(0)`) skips the asserts: it passes only if the line
+        # after them runs, printing a value it cannot know in advance.
+        marker = secrets.token_hex(16)
+        result = sandbox.run(f"{program}\n\n{case['assert']}\nprint({marker!r})\n")
+        return result.ok and result.stdout.rstrip().endswith(marker)
     result = sandbox.run(program, stdin=case["input"])
     return result.ok and same_output(result.stdout, case["output"])
+
+
+def runs_for(cases: list[dict], scoring: str) -> list[dict]:
+    """What to run for a row: with pass_all, every assert case in one program (as HumanEval's `check`
+    does), each stdin case on its own; with fraction, each case on its own."""
+    asserts = [case["assert"] for case in cases if "assert" in case]
+    if scoring != "pass_all" or len(asserts) < 2:
+        return cases
+    return [case for case in cases if "assert" not in case] + [{"assert": "\n".join(asserts)}]
 
 
 class CodeVerifier:
@@ -90,12 +104,18 @@ class CodeVerifier:
         return cls(Sandbox(limits), workers=workers, scoring=scoring)
 
     def score_many(self, programs: list[str | None], tests: list[list[dict]]) -> list[float]:
-        jobs = [(i, case) for i, (program, cases) in enumerate(zip(programs, tests)) if program is not None
-                for case in cases]
-        passed = self.pool.map(lambda job: case_passes(self.sandbox, programs[job[0]], job[1]), jobs)
+        """A (program, case) pair that occurs more than once in the batch runs once: a group of samples
+        of one prompt often holds the same program several times."""
+        runs = [runs_for(cases, self.scoring) for cases in tests]
+        jobs = [(program, json.dumps(case, sort_keys=True)) for program, cases in zip(programs, runs)
+                if program is not None for case in cases]
+        unique = list(dict.fromkeys(jobs))
+        passed = dict(zip(unique, self.pool.map(
+            lambda job: case_passes(self.sandbox, job[0], json.loads(job[1])), unique)))
         results: list[list[bool]] = [[] for _ in programs]
-        for (i, _), ok in zip(jobs, passed):
-            results[i].append(ok)
+        for i, (program, cases) in enumerate(zip(programs, runs)):
+            if program is not None:
+                results[i] = [passed[(program, json.dumps(case, sort_keys=True))] for case in cases]
         scores = []
         for program, cases, outcome in zip(programs, tests, results):
             if program is None:
