@@ -6,6 +6,7 @@ import time
 import pytest
 
 from stages.launch import LaunchConfig, Task, plan, run, srun_argv
+from tests.conftest import SMALL_DATA
 
 STAGE = ["--model_path", "results/q/cold_start_sft", "--max_steps", "500"]
 ZERO3 = "configs/accelerate/zero3.yaml"
@@ -136,8 +137,9 @@ def test_two_process_data_parallel_sft_publishes_one_complete_model(tiny_model_d
     assert "--num_processes 2" in done.stdout
     manifest = json.loads((out / "manifest.json").read_text())
     history = [json.loads(line) for line in (out / "metrics.jsonl").open()]
-    # 4 steps of a global batch of 2 processes x 4 examples: a third of the 96 examples (alone: a sixth)
-    assert manifest["metrics"]["examples"] == 96
-    assert [row["epoch"] for row in history if "loss" in row][-1] == pytest.approx(4 * 2 * 4 / 96, abs=0.01)
+    # 4 steps of a global batch of 2 processes x 4 examples: twice the share of the examples one process sees
+    examples = SMALL_DATA["num_cold_start"] + SMALL_DATA["num_cold_start_code"]
+    assert manifest["metrics"]["examples"] == examples
+    assert [row["epoch"] for row in history if "loss" in row][-1] == pytest.approx(4 * 2 * 4 / examples, abs=0.01)
     assert not (tmp_path / "dev1.partial").exists()
     AutoModelForCausalLM.from_pretrained(out)

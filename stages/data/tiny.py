@@ -175,7 +175,8 @@ def generate(config: TinyDataConfig, chat_renderer) -> dict[str, list[dict]]:
         {"role": "assistant", "content": think_summary_completion(p.worked_steps, p.answer)}]}
         for i, p in enumerate(cold)]
 
-    # The code domain draws from its own stream, so the other data sets stay what they were without it.
+    # The code domain draws from its own stream: the other data sets keep the rows they had without it
+    # (the corpus and the RL pool are then shuffled, with the code rows among them).
     code_rng = random.Random(f"{config.seed}:code")
     draw_code = lambda n, reject: _unique_problems(code_rng, n, config.code_levels, reject, make_code_problem)  # noqa: E731
     eval_code = draw_code(config.num_eval_code, lambda prompt: False)

@@ -1,5 +1,5 @@
 """Reward-model rewards for the final RL stage: the helpful model scores the final summary, the
-harmless model the whole response, on general prompts only (rows without a gold `solution`);
+harmless model the whole response, on general prompts only (rows without a gold `solution` or code `tests`);
 reasoning prompts get None, so TRL leaves them to the rule rewards.
 
 Scores are normalised so that they do not drown the rule rewards: z = (score - mean) / std with the
@@ -16,6 +16,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from stages.reward_model import REWARD_STATS, score_responses
 from stages.rewards.answers import summary_of
+from stages.rewards.code import has_tests
 from stages.rewards.functions import RewardFunction, completion_text
 
 MAX_SCORED_TOKENS = 1024  # longer prompt + response pairs are cut from the right
@@ -42,8 +43,9 @@ class RewardModelReward(RewardFunction):
     def normalise(self, score: float) -> float:
         return 1.0 / (1.0 + math.exp(-(score - self.mean) / self.std))
 
-    def __call__(self, prompts=None, completions=(), completion_ids=None, solution=None, **columns):
-        applicable = [i for i in range(len(completions)) if solution is None or not solution[i]]
+    def __call__(self, prompts=None, completions=(), completion_ids=None, solution=None, tests=None, **columns):
+        solution, tests = solution or [None] * len(completions), tests or [None] * len(completions)
+        applicable = [i for i in range(len(completions)) if not solution[i] and not has_tests(tests[i])]
         responses = [completion_text(completions[i]) for i in applicable]
         if self.judge_summary_only:
             responses = [summary_of(response) for response in responses]
