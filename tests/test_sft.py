@@ -7,6 +7,7 @@ from transformers import AutoModelForCausalLM
 
 from stages import sft
 from stages.data.schema import SCHEMAS
+from tests.conftest import SMALL_DATA
 
 
 def test_sft_lowers_the_loss_on_cold_start_data(tiny_model_dir, small_data_dir, tmp_path):
@@ -19,7 +20,8 @@ def test_sft_lowers_the_loss_on_cold_start_data(tiny_model_dir, small_data_dir, 
     assert len(losses) >= 5
     assert losses[-1] < 0.7 * losses[0]
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["stage"] == "cold_start_sft" and manifest["metrics"]["examples"] == 96
+    examples = SMALL_DATA["num_cold_start"] + SMALL_DATA["num_cold_start_code"]
+    assert manifest["stage"] == "cold_start_sft" and manifest["metrics"]["examples"] == examples
     AutoModelForCausalLM.from_pretrained(out)
 
 

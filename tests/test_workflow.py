@@ -25,7 +25,7 @@ def test_dry_run_of_the_embedded_tiny_config_lists_the_dag(tmp_path, venv_env):
      ["'dev9' is not valid under any of the given schemas", "['evaluation']['models'][1]"]),
     ({"evaluation": {"models": ["base", "distill_big"]}}, ["evaluation.models names distill_big"]),
     ({"evaluation": {"sets": {"model": "eval_math"}}}, ["'model' should not be valid", "sets"]),
-    ({"r1_zero": {"reward_weights": [1.0]}}, ["r1_zero.reward_weights has 1 value(s) but r1_zero.rewards names 2"]),
+    ({"r1_zero": {"reward_weights": [1.0]}}, ["r1_zero.reward_weights has 1 value(s) but r1_zero.rewards names 3"]),
     ({"reasoning_rl": {"num_generations": 3, "questions_per_step": 3, "gradient_accumulation_steps": 2}},
      ["reasoning_rl: questions_per_step x num_generations = 9"]),
     ({"r1_zero": {"loss_type": "ppo"}}, ["'ppo' is not one of", "loss_type"]),
@@ -114,4 +114,7 @@ def test_a_generation_shard_killed_mid_way_finishes_on_rerun_without_loss_or_dup
     snakemake(tmp_path, config_path, target, "--rerun-incomplete", env=venv_env)
     rows = [json.loads(line) for line in shard.read_text().splitlines()]
     keys = [(row["id"], row["sample"]) for row in rows]
-    assert len(keys) == len(set(keys)) == 50 * 2  # 200 prompts over 4 shards, 2 samples each
+    data, sampling = config["data"]["tiny"], config["rejection_sampling"]
+    prompts = data["num_rl_prompts"] + data["num_rl_code"]  # all of them: fewer than max_prompts
+    per_shard = prompts // sampling["num_shards"] * sampling["generation"]["num_samples"]
+    assert len(keys) == len(set(keys)) == per_shard
