@@ -40,17 +40,11 @@ def _expression(rng: random.Random, level: int, variables: tuple[str, ...]) -> t
     return operands, operators
 
 
-def _symbols(operands: list[str], operators: list[str]) -> str:
+def _written(operands: list[str], operators: list[str], in_words: bool = False) -> str:
+    """`a * b + 3`, or in words `a times b plus 3`."""
     parts = [operands[0]]
     for operator, operand in zip(operators, operands[1:]):
-        parts += [operator, operand]
-    return " ".join(parts)
-
-
-def _words(operands: list[str], operators: list[str]) -> str:
-    parts = [operands[0]]
-    for operator, operand in zip(operators, operands[1:]):
-        parts += [OPERATORS[operator], operand]
+        parts += [OPERATORS[operator] if in_words else operator, operand]
     return " ".join(parts)
 
 
@@ -62,10 +56,10 @@ def _value(expression: str, values: dict[str, int]) -> int:
 def make_code_problem(rng: random.Random, level: int) -> CodeProblem:
     variables = rng.choice(VARIABLE_SETS)
     operands, operators = _expression(rng, level, variables)
-    symbols = _symbols(operands, operators)
+    symbols = _written(operands, operators)
     names = [v for v in variables if v in operands]
     in_words = rng.random() < 0.5
-    stated = _words(operands, operators) if in_words else symbols
+    stated = _written(operands, operators, in_words)
     inputs: list[dict[str, int]] = []
     # Distinct inputs, and not all with one output: a program printing a constant must fail.
     while len(inputs) < NUM_TESTS or len({_value(symbols, case) for case in inputs}) == 1:

@@ -47,9 +47,9 @@ def read_table(path, kind: str) -> pa.Table:
     table = pq.read_table(path)
     expected, optional = SCHEMAS[kind], OPTIONAL_COLUMNS.get(kind, set())
     missing = [name for name in expected.names if name not in table.column_names]
-    if [name for name in missing if name not in optional]:
-        raise ValueError(f"{path}: not a '{kind}' data set, missing column(s) "
-                         f"{[name for name in missing if name not in optional]} (has {table.column_names})")
+    required = [name for name in missing if name not in optional]
+    if required:
+        raise ValueError(f"{path}: not a '{kind}' data set, missing column(s) {required} (has {table.column_names})")
     for name in missing:
         table = table.append_column(expected.field(name), pa.nulls(len(table), expected.field(name).type))
     return table

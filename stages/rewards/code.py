@@ -106,16 +106,12 @@ class CodeVerifier:
     def score_many(self, programs: list[str | None], tests: list[list[dict]]) -> list[float]:
         """A (program, case) pair that occurs more than once in the batch runs once: a group of samples
         of one prompt often holds the same program several times."""
-        runs = [runs_for(cases, self.scoring) for cases in tests]
-        jobs = [(program, json.dumps(case, sort_keys=True)) for program, cases in zip(programs, runs)
-                if program is not None for case in cases]
-        unique = list(dict.fromkeys(jobs))
+        jobs = [[(program, json.dumps(case, sort_keys=True)) for case in runs_for(cases, self.scoring)]
+                if program is not None else [] for program, cases in zip(programs, tests)]
+        unique = list(dict.fromkeys(job for row_jobs in jobs for job in row_jobs))
         passed = dict(zip(unique, self.pool.map(
             lambda job: case_passes(self.sandbox, job[0], json.loads(job[1])), unique)))
-        results: list[list[bool]] = [[] for _ in programs]
-        for i, (program, cases) in enumerate(zip(programs, runs)):
-            if program is not None:
-                results[i] = [passed[(program, json.dumps(case, sort_keys=True))] for case in cases]
+        results = [[passed[job] for job in row_jobs] for row_jobs in jobs]
         scores = []
         for program, cases, outcome in zip(programs, tests, results):
             if program is None:
