@@ -161,7 +161,7 @@ class Sandbox:
         except (BrokenPipeError, OSError):
             pass  # the program did not read its input
         # A timer kills at the deadline while this thread blocks in waitpid: Popen.wait(timeout=) polls
-        # with growing sleeps, which added ~10 ms to every ~20 ms run.
+        # with growing sleeps, which added ~15 ms to every ~20 ms run.
         deadline = threading.Event()
 
         def expire():
