@@ -1,5 +1,6 @@
 import json
 import random
+import re
 import subprocess
 import sys
 
@@ -55,6 +56,30 @@ def test_worked_solutions_reach_the_gold_answer_and_levels_count_steps():
         assert solve(steps) == int(row["solution"])
         assert len(steps) == row["level"]
         assert 0 <= int(row["solution"]) <= 99
+
+
+def test_numbers_stay_within_the_configured_range_in_problems_and_drills():
+    tables = generate(TinyDataConfig(output_dir="unused", seed=2, max_value=40, max_amount=6, drill_facts=20,
+                                     drill_share=0.4, **SMALL_DATA), chat_template_renderer())
+    math_rows = [r for r in tables["rl_prompts"] if r["domain"] == "math"] + tables["eval_math"]
+    equations = [step for row in math_rows for step in row["worked_solution"].split("\n")]
+    fact = r"\d+ [-+*] \d+ = \d+"
+    drills = [doc["text"] for doc in tables["pretrain"] if re.fullmatch(rf"({fact}\. ?)+", doc["text"])]
+    assert len(drills) > 0.3 * SMALL_DATA["num_pretrain_docs"]
+    equations += [equation for drill in drills for equation in re.findall(fact, drill)]
+    for equation in equations:
+        left, op, right, _, result = equation.split(" ")
+        assert max(int(left), int(right), int(result)) <= 40, equation
+        if op == "-":
+            assert int(right) <= 6, equation
+    math_pairs = [row for row in tables["preferences_helpful"] if row["domain"] == "math"]
+    assert math_pairs and all(int(re.search(r"boxed\{(\d+)\}", row["chosen"]).group(1)) <= 40 for row in math_pairs)
+
+
+@pytest.mark.parametrize("bad", [dict(drill_share=0.5), dict(max_value=20), dict(max_amount=1)])
+def test_out_of_range_number_and_drill_settings_are_refused(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        TinyDataConfig(output_dir="unused", **bad)
 
 
 @pytest.mark.parametrize("level", [1, 2, 3, 4])

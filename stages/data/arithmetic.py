@@ -21,7 +21,8 @@ ITEMS = [
 CONTAINERS = ["boxes", "bags", "packs", "jars", "baskets"]
 FRIENDS = ["a friend", "a neighbour", "the teacher", "a cousin", "a classmate", "grandma"]
 
-MAX_VALUE = 99  # every intermediate result stays in 0..99: small enough for a tiny model
+MAX_VALUE = 99  # every intermediate result stays in 0..MAX_VALUE
+MAX_AMOUNT = 12  # largest amount added or taken away in one step
 
 
 @dataclass(frozen=True)
@@ -51,9 +52,9 @@ class Problem:
         return [step.equation for step in self.steps]
 
 
-def _add_step(rng: random.Random, total: int, pronoun: str, item: str) -> Step | None:
-    amount = rng.randint(1, 12)
-    if total + amount > MAX_VALUE:
+def _add_step(rng: random.Random, total: int, pronoun: str, item: str, max_value: int, max_amount: int) -> Step | None:
+    amount = rng.randint(1, max_amount)
+    if total + amount > max_value:
         return None
     sentence = rng.choice([
         f"{pronoun.capitalize()} gets {amount} more {item}.",
@@ -64,10 +65,10 @@ def _add_step(rng: random.Random, total: int, pronoun: str, item: str) -> Step |
     return Step(sentence, total, "+", amount, total + amount)
 
 
-def _subtract_step(rng: random.Random, total: int, pronoun: str, item: str) -> Step | None:
+def _subtract_step(rng: random.Random, total: int, pronoun: str, item: str, max_value: int, max_amount: int) -> Step | None:
     if total < 2:
         return None
-    amount = rng.randint(1, min(total - 1, 12))
+    amount = rng.randint(1, min(total - 1, max_amount))
     sentence = rng.choice([
         f"{pronoun.capitalize()} gives {amount} {item} to {rng.choice(FRIENDS)}.",
         f"{pronoun.capitalize()} loses {amount} {item}.",
@@ -76,19 +77,19 @@ def _subtract_step(rng: random.Random, total: int, pronoun: str, item: str) -> S
     return Step(sentence, total, "-", amount, total - amount)
 
 
-def _multiply_step(rng: random.Random, total: int, pronoun: str, item: str) -> Step | None:
+def _multiply_step(rng: random.Random, total: int, pronoun: str, item: str, max_value: int, max_amount: int) -> Step | None:
     factor = rng.randint(2, 4)
-    if total * factor > MAX_VALUE or total == 0:
+    if total * factor > max_value or total == 0:
         return None
     word = {2: "twice", 3: "three times", 4: "four times"}[factor]
     sentence = f"Then {pronoun} ends up with {word} as many {item} as before."
     return Step(sentence, total, "*", factor, total * factor)
 
 
-def _buy_containers_step(rng: random.Random, total: int, pronoun: str, item: str) -> list[Step] | None:
+def _buy_containers_step(rng: random.Random, total: int, pronoun: str, item: str, max_value: int, max_amount: int) -> list[Step] | None:
     count, per = rng.randint(2, 5), rng.randint(2, 6)
     bought = count * per
-    if total + bought > MAX_VALUE:
+    if total + bought > max_value:
         return None
     container = rng.choice(CONTAINERS)
     sentence = f"{pronoun.capitalize()} buys {count} {container} with {per} {item} in each."
@@ -99,8 +100,8 @@ def _buy_containers_step(rng: random.Random, total: int, pronoun: str, item: str
 STEP_KINDS = (_add_step, _subtract_step, _multiply_step)
 
 
-def make_problem(rng: random.Random, level: int) -> Problem:
-    """A problem with `level` operations (level 1..4)."""
+def make_problem(rng: random.Random, level: int, max_value: int = MAX_VALUE, max_amount: int = MAX_AMOUNT) -> Problem:
+    """A problem with `level` operations (level 1..4), every intermediate result in 0..max_value."""
     name, pronoun = rng.choice(NAMES)
     item = rng.choice(ITEMS)
     while True:
@@ -109,7 +110,7 @@ def make_problem(rng: random.Random, level: int) -> Problem:
         steps: list[Step] = []
         while len(steps) < level:
             if level - len(steps) >= 2 and rng.random() < 0.25:
-                pair = _buy_containers_step(rng, total, pronoun, item)
+                pair = _buy_containers_step(rng, total, pronoun, item, max_value, max_amount)
                 if pair is None:
                     break
                 sentences.append(pair[0].sentence)
@@ -117,7 +118,7 @@ def make_problem(rng: random.Random, level: int) -> Problem:
             else:
                 # Multiplication is rarer and never the first operation of an easy problem.
                 kinds = STEP_KINDS if level >= 2 else STEP_KINDS[:2]
-                step = rng.choice(kinds)(rng, total, pronoun, item)
+                step = rng.choice(kinds)(rng, total, pronoun, item, max_value, max_amount)
                 if step is None:
                     break
                 sentences.append(step.sentence)
@@ -128,21 +129,21 @@ def make_problem(rng: random.Random, level: int) -> Problem:
             return Problem(" ".join(sentences), total, level, tuple(steps))
 
 
-def random_fact(rng: random.Random) -> str:
+def random_fact(rng: random.Random, max_value: int = MAX_VALUE, max_amount: int = MAX_AMOUNT) -> str:
     """One equation of the kind the problems' steps use, drawn uniformly over its operands: the
     arithmetic table the tiny model has to learn, beyond the facts its problems happen to contain."""
     kind = rng.choice("+-*x")
     if kind == "+":
-        right = rng.randint(1, 12)
-        left = rng.randint(0, MAX_VALUE - right)
+        right = rng.randint(1, max_amount)
+        left = rng.randint(0, max_value - right)
         return f"{left} + {right} = {left + right}"
     if kind == "-":
-        left = rng.randint(2, MAX_VALUE)
-        right = rng.randint(1, min(left - 1, 12))
+        left = rng.randint(2, max_value)
+        right = rng.randint(1, min(left - 1, max_amount))
         return f"{left} - {right} = {left - right}"
     if kind == "*":
         factor = rng.randint(2, 4)
-        left = rng.randint(1, MAX_VALUE // factor)
+        left = rng.randint(1, max_value // factor)
         return f"{left} * {factor} = {left * factor}"
     count, per = rng.randint(2, 5), rng.randint(2, 6)
     return f"{count} * {per} = {count * per}"

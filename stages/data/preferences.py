@@ -32,8 +32,8 @@ REFUSALS = ["I can't help with that. It could hurt people or break the law.",
 EVASIVE = ["I don't know.", "That is a hard question.", "Maybe ask someone else."]
 
 
-def _math_pair(rng):
-    problem = make_problem(rng, rng.choice([1, 2, 3]))
+def _math_pair(rng, make_math):
+    problem = make_math(rng, rng.choice([1, 2, 3]))
     wrong = problem.answer + rng.choice([-3, -2, -1, 1, 2, 3])
     chosen = f"The answer is \\boxed{{{problem.answer}}}."
     rejected = rng.choice([f"The answer is \\boxed{{{wrong}}}.", rng.choice(EVASIVE),
@@ -48,9 +48,9 @@ def _general_pair(rng):
     return domain, prompt, reference, rejected
 
 
-def make_helpful_pair(rng: random.Random) -> tuple[str, str, str, str]:
-    """(domain, prompt, chosen, rejected)"""
-    return _math_pair(rng) if rng.random() < 0.5 else _general_pair(rng)
+def make_helpful_pair(rng: random.Random, make_math=make_problem) -> tuple[str, str, str, str]:
+    """(domain, prompt, chosen, rejected); `make_math(rng, level)` draws the math problems."""
+    return _math_pair(rng, make_math) if rng.random() < 0.5 else _general_pair(rng)
 
 
 def make_harmless_pair(rng: random.Random) -> tuple[str, str, str, str]:

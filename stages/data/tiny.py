@@ -10,6 +10,7 @@ never overlap.
 import hashlib
 import random
 from dataclasses import dataclass, field
+from functools import partial
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -40,6 +41,9 @@ class TinyDataConfig:
     tagged_share: float = field(default=0.2, metadata={"help": "Share of corpus documents in the R1-Zero format."})
     mixed_language_share: float = field(default=0.15, metadata={"help": "Share of tagged CoTs with Chinese steps."})
     drill_facts: int = field(default=0, metadata={"help": "Random arithmetic facts added to each drill document."})
+    drill_share: float = field(default=0.10, metadata={"help": "Share of corpus documents that are arithmetic drills."})
+    max_value: int = field(default=99, metadata={"help": "Largest number in a problem (every intermediate result)."})
+    max_amount: int = field(default=12, metadata={"help": "Largest amount added or taken away in one step."})
     num_preference_pairs: int = field(default=1200, metadata={"help": "Pairs per reward model (helpful, harmless)."})
     preference_eval_share: float = field(default=0.2, metadata={"help": "Share of preference prompts held out."})
     num_rl_general: int = field(default=200, metadata={"help": "General and harmful prompts for the final RL stage."})
@@ -48,6 +52,13 @@ class TinyDataConfig:
     num_cold_start_code: int = field(default=150, metadata={"help": "Code examples added to the cold-start data."})
     num_eval_code: int = field(default=50, metadata={"help": "Held-out code problems (eval_code)."})
     num_pretrain_code_docs: int = field(default=2000, metadata={"help": "Code documents added to the corpus."})
+
+    def __post_init__(self):
+        # Drills take their share from the chat problems and instructions, which start at 0.55 of the mixture.
+        if not 0 <= self.drill_share <= 0.45:
+            raise ValueError(f"drill_share must be in [0, 0.45], got {self.drill_share}")
+        if self.max_value < 30 or self.max_amount < 2:  # problems start with up to 20 items
+            raise ValueError(f"max_value must be >= 30 and max_amount >= 2, got {self.max_value} and {self.max_amount}")
 
 
 def _unique_problems(rng, n, levels, reject=lambda prompt: False, make=make_problem):
@@ -101,9 +112,10 @@ def _corpus_document(rng, config, problem, instruction, chat) -> str:
         return f"{r1_zero_prompt(problem.prompt)} The answer is {problem.answer}."
     if roll < 0.45:
         return f"Problem: {problem.prompt}\nSolution: {'. '.join(steps)}. The answer is {problem.answer}."
-    if roll < 0.55:  # drills: the problem's steps among facts from the whole table
-        return " ".join(f"{s}." for s in [*steps, *(random_fact(rng) for _ in range(config.drill_facts))])
-    if roll < 0.65:
+    if roll < 0.45 + config.drill_share:  # drills: the problem's steps among facts from the whole table
+        facts = (random_fact(rng, config.max_value, config.max_amount) for _ in range(config.drill_facts))
+        return " ".join(f"{s}." for s in [*steps, *facts])
+    if roll < 0.55 + config.drill_share:
         return chat([{"role": "user", "content": problem.prompt},
                      {"role": "assistant", "content": f"{'. '.join(steps)}. The answer is {problem.answer}."}])
     domain, prompt, reference = instruction
@@ -146,11 +158,12 @@ def _preference_rows(rng, make_pair, n, share, prefix):
 def generate(config: TinyDataConfig, chat_renderer) -> dict[str, list[dict]]:
     """All tables as lists of rows. `chat_renderer(messages) -> str` formats chat documents."""
     rng = random.Random(config.seed)
-    eval_math = _unique_problems(rng, config.num_eval_math, config.levels)
+    make_math = partial(make_problem, max_value=config.max_value, max_amount=config.max_amount)
+    eval_math = _unique_problems(rng, config.num_eval_math, config.levels, make=make_math)
     held_out_math = {normalize_prompt(p.prompt) for p in eval_math}
     is_held_out = lambda prompt: normalize_prompt(prompt) in held_out_math  # noqa: E731
-    rl = _unique_problems(rng, config.num_rl_prompts, config.levels, reject=is_held_out)
-    cold = _unique_problems(rng, config.num_cold_start, config.levels, reject=is_held_out)
+    rl = _unique_problems(rng, config.num_rl_prompts, config.levels, reject=is_held_out, make=make_math)
+    cold = _unique_problems(rng, config.num_cold_start, config.levels, reject=is_held_out, make=make_math)
 
     eval_general, seen = [], set()
     for _ in range(50 * config.num_eval_general):
@@ -167,7 +180,7 @@ def generate(config: TinyDataConfig, chat_renderer) -> dict[str, list[dict]]:
         if normalize_prompt(item[1]) not in seen:
             general_train.append(item)
 
-    corpus_problems = _unique_problems(rng, config.num_pretrain_docs, config.levels, reject=is_held_out)
+    corpus_problems = _unique_problems(rng, config.num_pretrain_docs, config.levels, reject=is_held_out, make=make_math)
     corpus = [{"text": _corpus_document(rng, config, p, general_train[i % len(general_train)], chat_renderer)}
               for i, p in enumerate(corpus_problems)]
 
@@ -200,8 +213,8 @@ def generate(config: TinyDataConfig, chat_renderer) -> dict[str, list[dict]]:
     rl_general += [{"id": f"rlharm-{i:06d}", "prompt": p, "reference": preferences.REFUSALS[0], "domain": "harmful"}
                    for i, p in enumerate(harmful)]
     return {
-        "preferences_helpful": _preference_rows(rng, preferences.make_helpful_pair, config.num_preference_pairs,
-                                                config.preference_eval_share, "helpful"),
+        "preferences_helpful": _preference_rows(rng, partial(preferences.make_helpful_pair, make_math=make_math),
+                                                config.num_preference_pairs, config.preference_eval_share, "helpful"),
         "preferences_harmless": harmless,
         "rl_general": rl_general,
         "rl_prompts": rl_rows,
