@@ -1,5 +1,6 @@
 """The report: the paper's stage table (one row per model, one column group per evaluation set),
-the RL stages' training curves, the SFT mixture's counts and the reward models' held-out accuracy,
+each stage's pass@1 change over the model it follows with its paired standard error, the RL
+stages' training curves, the SFT mixture's counts and the reward models' held-out accuracy,
 as Markdown, JSON and one self-contained HTML page (plots embedded).
 
     python -m stages.report --eval_root results/tiny/eval --stages base cold_start_sft \
@@ -11,6 +12,7 @@ import argparse
 import base64
 import html
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -21,6 +23,10 @@ STAGE_NAMES = {  # the paper's names for each stage's model
     "reasoning_rl": "Dev2 (reasoning RL)", "mixture_sft": "Dev3 (SFT on the mixture)", "final_rl": "R1",
 }
 COLUMNS = ("pass_at_1", "cons_at_k", "format_rate", "mean_length")
+# The comparison the paper draws for each model: the model it was trained from, or (Dev3, the
+# distilled students) the one whose samples it learned from.
+COMPARED_WITH = {"r1_zero": "base", "cold_start_sft": "base", "reasoning_rl": "cold_start_sft",
+                 "mixture_sft": "reasoning_rl", "final_rl": "mixture_sft"}
 CURVES = "training_curves.png"
 
 
@@ -53,6 +59,51 @@ def table_rows(scores: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
                     f"{s['mean_length']:.1f}"]
         rows.append(row)
     return header, rows
+
+
+def compared_with(stage: str) -> str | None:
+    return "final_rl" if stage.startswith("distill_") else COMPARED_WITH.get(stage)
+
+
+def per_prompt_pass(samples: Path) -> dict[str, float]:
+    """Prompt id -> mean correctness over its k samples (the evaluation's samples file)."""
+    correct: dict[str, list[bool]] = {}
+    for line in samples.read_text().splitlines():
+        row = json.loads(line)
+        correct.setdefault(row["id"], []).append(bool(row["correct"]))
+    return {prompt: sum(c) / len(c) for prompt, c in correct.items()}
+
+
+def paired_change(before: dict[str, float], after: dict[str, float]) -> tuple[float, float, float, float | None]:
+    """Mean pass@1 before and after, their difference and its standard error over the prompts both
+    evaluated: pairing by prompt removes the prompts' own difficulty from the noise."""
+    prompts = sorted(before.keys() & after.keys())
+    if not prompts:
+        raise ValueError("the two evaluations share no prompt")
+    diffs = [after[p] - before[p] for p in prompts]
+    se = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else None
+    return (statistics.mean(before[p] for p in prompts), statistics.mean(after[p] for p in prompts),
+            statistics.mean(diffs), se)
+
+
+def change_rows(eval_root: Path, stages: list[str]) -> tuple[list[str], list[list[str]]]:
+    """Each model's pass@1 against the model it follows, per evaluation set, where both are evaluated."""
+    rows = []
+    for stage in stages:
+        reference = compared_with(stage)
+        if reference not in stages:
+            continue
+        for samples in sorted((eval_root / stage).glob("samples_*.jsonl")):
+            reference_samples = eval_root / reference / samples.name
+            if not reference_samples.exists():
+                continue
+            before, after, diff, se = paired_change(per_prompt_pass(reference_samples), per_prompt_pass(samples))
+            eval_set = samples.stem.removeprefix("samples_")
+            in_se = f"{diff / se:+.1f}" if se else "–"
+            rows.append([f"{display_name(stage)} vs {display_name(reference)}", eval_set, f"{before:.3f}",
+                         f"{after:.3f}", f"{diff:+.3f}", f"{se:.3f}" if se is not None else "–", in_se])
+    return ["model vs the model it follows", "set", "pass@1 before", "after", "change", "paired SE",
+            "change / SE"], rows
 
 
 def built_elsewhere(directory: Path) -> bool:
@@ -139,6 +190,14 @@ def main(argv=None):
                  "cons@k: majority vote over the k samples; format rate: share of samples in the model's response "
                  "format; mean length in tokens.", html_table(header, rows))]
     markdown_parts = [markdown(header, rows)]
+    change_header, changes = change_rows(args.eval_root, args.stages)
+    if changes:
+        sections.append(("Changes between stages", "pass@1 of each model against the model it follows, on the "
+                         "same prompts; the paired standard error is the spread of the per-prompt differences "
+                         "over the square root of the number of prompts (a change of 2 SE or more is unlikely "
+                         "to be sampling noise; seed-to-seed noise of the training runs comes on top).",
+                         html_table(change_header, changes)))
+        markdown_parts.append(markdown(change_header, changes))
     for stage_dir in args.rl_stages:
         if (stage_dir / CURVES).exists():
             sections.append((f"Training curves: {display_name(stage_dir.name)}",

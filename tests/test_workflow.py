@@ -67,6 +67,7 @@ def test_the_tiny_dag_runs_end_to_end(tmp_path, venv_env):
     page = (run / "report" / "report.html").read_text()
     assert page.count('src="data:image/png;base64,') == 3, "one curve per RL stage, embedded"
     assert "SFT mixture (rejection sampling)" in page and "Reward models" in page
+    assert "| Dev2 (reasoning RL) vs Dev1 (cold-start SFT) | math |" in table and "Changes between stages" in page
     scores = json.loads((run / "report" / "scores.json").read_text())
     assert scores["cold_start_sft"]["math"]["k"] == 2 and scores["base"]["math"]["num_prompts"] == 6
     assert scores["final_rl"]["code"]["num_prompts"] == 6 and "| code pass_at_1 |" in table  # the code domain's column
