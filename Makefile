@@ -1,35 +1,60 @@
 # The two commands of the README, and the environment they share.
 #   make tiny   set up, run the whole pipeline on the tiny config, print the results table
 #   make test   set up, run the test suite
+#   make lock   after changing a pin in pyproject.toml: regenerate the lock (containers/lock.py)
 #   make containers   build the Apptainer images (on a machine with Apptainer)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+LOCK := containers/requirements-cpu.txt
 # Stage jobs run `python -m stages.<stage>`: the project's interpreter must come first on PATH.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup tiny test containers
+.PHONY: setup system-packages tiny test lock containers
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+# The venv holds exactly the lock: made anew whenever the lock changes, every package installed with
+# --no-deps (a package the lock lacks fails `pip check` instead of floating in), the project on top.
+$(STAMP): $(LOCK) pyproject.toml
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --no-deps -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip check
 	touch $@
 
-setup: $(STAMP)
+# What the host needs besides Python (Debian package names): bubblewrap runs the code reward's programs
+# (stages/rewards/sandbox.py). Installed with apt where we are root, else one line says what to run.
+system-packages:
+	@command -v bwrap >/dev/null || { \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	        echo "installing bubblewrap (the code reward's sandbox) with apt-get"; \
+	        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	    else \
+	        echo "make: bubblewrap is missing (the code reward runs programs in it): run 'sudo apt-get install bubblewrap' (or your system's package of it), then make again" >&2; \
+	        exit 1; \
+	    fi; }
 
-tiny: $(STAMP)
+setup: system-packages $(STAMP)
+
+tiny: setup
 	snakemake --profile profiles/local all
 	python -m stages.report --show results/tiny/report
 
-test: $(STAMP)
+test: setup
 	python -m pytest -q
+
+# pip-compile in a venv of its own (pinned here: the lock's format is its output).
+lock:
+	test -x .venv-lock/bin/pip-compile || { $(PYTHON) -m venv .venv-lock && \
+	    .venv-lock/bin/python -m pip install --quiet pip==26.3 pip-tools==7.7.0; }
+	.venv-lock/bin/python containers/lock.py
 
 # `--fakeroot` builds without root where the site allows it; `make containers APPTAINER_BUILD=...` otherwise.
 APPTAINER_BUILD ?= apptainer build --fakeroot --force
 containers: containers/r1-cpu.sif containers/r1-gpu.sif
 
-containers/r1-cpu.sif: containers/cpu.def containers/install.sh containers/requirements-cpu.txt
+containers/r1-cpu.sif: containers/cpu.def containers/install.sh $(LOCK)
 	$(APPTAINER_BUILD) $@ $<
 
 containers/r1-gpu.sif: containers/gpu.def containers/install.sh containers/requirements-gpu.txt containers/requirements-gpu-build.txt

@@ -17,42 +17,61 @@ so a missing piece fails instead of skipping.
 import json
 import re
 import subprocess
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
 
+from containers.lock import GPU_REQUIREMENTS, LOCK, forced_differences, normalized, pinned
 from tests.snakemake_helpers import FAST, IMAGE_PYTHON, REPO, TINY, apptainer_env, merged, snakemake, write_config
 
 
-def pinned(requirements: Path) -> dict[str, str]:
-    pins = {}
-    for line in requirements.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            name, _, version = line.partition("==")
-            assert version, f"{requirements}: {line!r} is not pinned with =="
-            pins[normalized(name)] = version
-    return pins
+def test_the_lock_holds_pyproject_pins():
+    """`make lock` was run after the last change to pyproject.toml's requirements."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    wanted = [*pyproject["project"]["dependencies"], *pyproject["project"]["optional-dependencies"]["test"],
+              *pyproject["build-system"]["requires"]]
+    lock = pinned(LOCK)
+    disagreeing = []
+    for line in wanted:
+        requirement = Requirement(line)
+        locked = lock.get(normalized(requirement.name))
+        if locked is None or not requirement.specifier.contains(locked, prereleases=True):
+            disagreeing.append(f"{line} (lock: {locked})")
+    assert not disagreeing, f"pyproject.toml and {LOCK.name} disagree, run `make lock`: {disagreeing}"
 
 
-def normalized(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+def test_cpu_and_gpu_share_every_version_but_the_forced_differences():
+    cpu, gpu = pinned(LOCK), pinned(GPU_REQUIREMENTS)
+    shared = set(cpu) & set(gpu)
+    differing = {name for name in shared if Version(cpu[name]).public != Version(gpu[name]).public}
+    assert differing == set(forced_differences()), {name: (cpu[name], gpu[name]) for name in differing}
+    for package in ("torch", "transformers", "trl", "accelerate", "datasets", "tokenizers", "huggingface-hub",
+                    "safetensors", "math-verify", "sympy", "pyarrow", "pandas"):
+        assert package in shared, package
 
 
-def test_cpu_requirements_are_the_tested_environment():
-    """The image gets what the tests run with: same versions as this interpreter's packages."""
-    pins = pinned(REPO / "containers" / "requirements-cpu.txt")
+def test_the_venv_is_the_lock_exactly():
+    """What the tests run with is the lock, nothing more or less: the CPU image installs the same file."""
+    lock = pinned(LOCK)
     installed = {normalized(d.metadata["Name"]): d.version for d in metadata.distributions()}
-    differing = {name: (version, installed.get(name)) for name, version in pins.items()
-                 if installed.get(name, "").split("+")[0] != version and name != "setuptools"}
-    assert not differing, f"requirements-cpu.txt (pinned, installed here): {differing}"
-    for package in ("torch", "transformers", "trl", "datasets", "accelerate", "math-verify"):
-        assert package in pins
+    del installed["pip"], installed["r1-pipeline"]
+    assert installed == lock, {name: (lock.get(name), installed.get(name))
+                               for name in set(lock) | set(installed) if lock.get(name) != installed.get(name)}
+
+
+def test_a_requirements_file_that_is_not_pinned_is_refused(tmp_path):
+    loose = tmp_path / "requirements.txt"
+    loose.write_text("torch==2.13.0  # pinned\nnumpy>=2\n")
+    with pytest.raises(ValueError, match=r"requirements.txt:2: 'numpy>=2' is not pinned"):
+        pinned(loose)
 
 
 def test_gpu_requirements_are_fully_pinned_around_the_vllm_trl_supports():
-    pins = pinned(REPO / "containers" / "requirements-gpu.txt")
+    pins = pinned(GPU_REQUIREMENTS)
     for package in ("torch", "transformers", "trl", "vllm", "deepspeed", "liger-kernel", "accelerate", "datasets",
                     "math-verify", "flashinfer-python"):
         assert package in pins, package
@@ -71,8 +90,8 @@ def test_the_image_holds_the_pinned_packages_and_runs_a_stage(container_rootfs, 
                      "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))")
     versions = subprocess.run(["apptainer", "exec", str(container_rootfs), "python", "-c", list_packages],
                               env=env, capture_output=True, text=True, check=True, cwd=tmp_path)
-    in_image = {normalized(name): version.split("+")[0] for name, version in json.loads(versions.stdout).items()}
-    pins = pinned(REPO / "containers" / "requirements-cpu.txt")
+    in_image = {normalized(name): version for name, version in json.loads(versions.stdout).items()}
+    pins = pinned(LOCK)
     assert {name: in_image.get(name) for name in pins} == pins
 
     rows = [{"prompt": "What is 6*7?", "completion": "<think>6*7=42</think>\nThe answer is \\boxed{42}.",
