@@ -134,9 +134,11 @@ def main(argv=None):
             timeouts_before = grader.verifier.timeouts
             tokenizer = getattr(generator, "tokenizer", None)
             prompts = [render_prompt(config.template, r["prompt"], tokenizer, r["domain"]) for r in rows]
+            overlong_before = generator.overlong_prompts
             samples = generator.generate(prompts, settings)
             scores, records = score_set(rows, samples, config.template, config.num_samples, grader)
             scores["verify_timeouts"] = grader.verifier.timeouts - timeouts_before
+            scores["overlong_prompts"] = generator.overlong_prompts - overlong_before  # scored as wrong
             headline[name] = scores
             write_jsonl(scratch / f"samples_{name}.jsonl", records)
             print(f"{name}: " + json.dumps(scores), flush=True)

@@ -124,6 +124,9 @@ def main(argv=None):
                 f.flush()
                 os.fsync(f.fileno())
             print(f"generated {start + len(batch)}/{len(todo)} prompts", flush=True)
+        if generator.overlong_prompts:
+            print(f"{generator.overlong_prompts} prompts longer than the model's context got empty samples",
+                  flush=True)
 
     Path(config.output_file).parent.mkdir(parents=True, exist_ok=True)
     partial = f"{config.output_file}.partial"

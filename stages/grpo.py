@@ -27,7 +27,7 @@ from stages.rewards.grading import gold_problem
 from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt, training_prompt
 from stages.tokenizer import split_stop_strings, stop_token_ids
 from stages.training import (AcceleratorOptions, StopOnSignal, claim_work_dir, common_trainer_args,
-                             resume_checkpoint, run_fingerprint, save_model_for_publication,
+                             process_device, resume_checkpoint, run_fingerprint, save_model_for_publication,
                              write_training_metrics)
 
 
@@ -165,7 +165,7 @@ def build_rewards(config: "GRPOStageConfig", settings: RewardSettings) -> list:
 
         wanted = {name: path for name, path in model_paths.items() if name in config.rewards}
         by_name.update({f.__name__: f for f in build_model_rewards(wanted.get("helpful_rm", ""),
-                                                                   wanted.get("harmless_rm", ""))})
+                                                                   wanted.get("harmless_rm", ""), process_device())})
     return [by_name[name] for name in config.rewards]
 
 
@@ -191,12 +191,16 @@ class StageMetrics(TrainerCallback):
 
 
 def stop_settings(tokenizer, template: str, use_vllm: bool) -> tuple[list[int], dict]:
-    """The template's stop strings as extra end-of-sequence ids (one-token strings) or, on vLLM, as
-    `stop` strings."""
+    """The template's stop strings as extra end-of-sequence ids (one-token strings) and, on vLLM, its
+    sampling settings: the stop strings that span several tokens, and every stop id (vLLM builds its
+    own sampling parameters and would stop only at the tokenizer's eos)."""
     ids, strings = split_stop_strings(tokenizer, STOP_STRINGS[template])
-    if strings and not use_vllm:
-        raise ValueError(f"stop strings {strings} span several tokens: only the vLLM backend can stop on them")
-    return ids, ({"stop": strings, "include_stop_str_in_output": True} if strings else {})
+    if not use_vllm:
+        if strings:
+            raise ValueError(f"stop strings {strings} span several tokens: only the vLLM backend can stop on them")
+        return ids, {}
+    vllm_stop = {"stop_token_ids": stop_token_ids(tokenizer) + ids}
+    return ids, vllm_stop | ({"stop": strings, "include_stop_str_in_output": True} if strings else {})
 
 
 def main(argv=None):
@@ -207,7 +211,7 @@ def main(argv=None):
     claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     tokenizer = AutoTokenizer.from_pretrained(config.model_path)
-    model = AutoModelForCausalLM.from_pretrained(config.model_path, **config.model_kwargs())
+    model = AutoModelForCausalLM.from_pretrained(config.model_path, **config.model_kwargs(config.deepspeed))
     saved_eos = model.generation_config.eos_token_id
     extra_stop_ids, vllm_stop = stop_settings(tokenizer, config.template, config.use_vllm)
     model.generation_config.eos_token_id = stop_token_ids(tokenizer) + extra_stop_ids

@@ -129,7 +129,8 @@ def reward_model_rows(dirs: list[Path]) -> tuple[list[str], list[list[str]]]:
             rows.append([directory.name, "brought by start_from (no manifest)", "–", "–"])
             continue
         m = read_manifest(directory)["metrics"]
-        rows.append([m["kind"], str(m["held_out_pairs"]), f"{m['held_out_pairwise_accuracy_before']:.3f}",
+        before = m["held_out_pairwise_accuracy_before"]  # None: a ZeRO-3 model is partitioned before training
+        rows.append([m["kind"], str(m["held_out_pairs"]), "–" if before is None else f"{before:.3f}",
                      f"{m['held_out_pairwise_accuracy']:.3f}"])
     return ["reward model", "held-out pairs", "pairwise accuracy before training", "after"], rows
 

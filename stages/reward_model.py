@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import torch
 from datasets import Dataset
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, set_seed
+from transformers.integrations import is_deepspeed_zero3_enabled
 from trl import RewardConfig, RewardTrainer
 
 from stages.artifacts import staged_output
@@ -64,7 +65,7 @@ def conversational_pairs(rows: list[dict]) -> Dataset:
                                "rejected": [{"role": "assistant", "content": r["rejected"]}]} for r in rows])
 
 
-@torch.inference_mode()
+@torch.no_grad()  # not inference_mode: a ZeRO-3 model's gathered parameters must stay ordinary tensors
 def score_responses(model, tokenizer, prompts: list[str], responses: list[str], batch_size: int = 64,
                     max_length: int | None = None) -> list[float]:
     """One scalar per (prompt, response), with the chat template the model was trained on."""
@@ -80,10 +81,13 @@ def score_responses(model, tokenizer, prompts: list[str], responses: list[str], 
     return scores
 
 
-def pairwise_accuracy(model, tokenizer, rows: list[dict]) -> tuple[float, list[float]]:
+def pairwise_accuracy(model, tokenizer, rows: list[dict], max_length: int,
+                      batch_size: int = 16) -> tuple[float, list[float]]:
+    """Share of pairs whose chosen response scores higher, each text cut at `max_length` tokens as in
+    training; and the scores."""
     prompts = [r["prompt"] for r in rows]
-    chosen = score_responses(model, tokenizer, prompts, [r["chosen"] for r in rows])
-    rejected = score_responses(model, tokenizer, prompts, [r["rejected"] for r in rows])
+    chosen = score_responses(model, tokenizer, prompts, [r["chosen"] for r in rows], batch_size, max_length)
+    rejected = score_responses(model, tokenizer, prompts, [r["rejected"] for r in rows], batch_size, max_length)
     return sum(c > r for c, r in zip(chosen, rejected)) / len(rows), chosen + rejected
 
 
@@ -99,11 +103,8 @@ def main(argv=None):
                          f"{len(held_out)} eval)")
     inputs = {"model": config.model_path, "data": config.data}
     claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
-    tokenizer = AutoTokenizer.from_pretrained(config.model_path)
-    model = AutoModelForSequenceClassification.from_pretrained(config.model_path, num_labels=1, **config.model_kwargs())
-    model.config.pad_token_id = tokenizer.pad_token_id
-    accuracy_before, _ = pairwise_accuracy(model.eval(), tokenizer, held_out)
-
+    # The arguments first: they set this process's device, and a ZeRO-3 config must be registered
+    # before the model loads for DeepSpeed to partition it while loading.
     args = RewardConfig(
         learning_rate=config.learning_rate, num_train_epochs=config.num_train_epochs,
         per_device_train_batch_size=config.per_device_train_batch_size,
@@ -111,12 +112,20 @@ def main(argv=None):
         center_rewards_coefficient=config.center_rewards_coefficient or None, lr_scheduler_type="cosine",
         warmup_steps=0.05, deepspeed=config.deepspeed or None, use_liger_kernel=config.use_liger_kernel,
         **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps))
+    tokenizer = AutoTokenizer.from_pretrained(config.model_path)
+    model = AutoModelForSequenceClassification.from_pretrained(config.model_path, num_labels=1,
+                                                               **config.model_kwargs(config.deepspeed))
+    model.config.pad_token_id = tokenizer.pad_token_id
+    accuracy_before = None
+    if args.process_index == 0 and not is_deepspeed_zero3_enabled():  # once, on this process's device
+        accuracy_before, _ = pairwise_accuracy(model.to(args.device).eval(), tokenizer, held_out, config.max_length)
     stop = StopOnSignal()
     trainer = RewardTrainer(model=model, args=args, train_dataset=conversational_pairs(train),
                             processing_class=tokenizer, callbacks=[stop])
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
     stop.exit_if_stopped(trainer)
-    accuracy, held_out_scores = pairwise_accuracy(trainer.model.eval(), tokenizer, held_out)
+    # Every process scores (a ZeRO-3 model's forward pass needs them all); the main one reports.
+    accuracy, held_out_scores = pairwise_accuracy(trainer.model.eval(), tokenizer, held_out, config.max_length)
 
     if not save_model_for_publication(trainer, tokenizer, config.output_dir):
         return  # another process of a multi-GPU run: the main one publishes

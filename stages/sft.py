@@ -77,7 +77,7 @@ def main(argv=None):
     inputs = {"model": config.model_path, **{f"train_data_{i}": p for i, p in enumerate(config.train_data)}}
     claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
     tokenizer = AutoTokenizer.from_pretrained(config.model_path)
-    model = AutoModelForCausalLM.from_pretrained(config.model_path, **config.model_kwargs())
+    model = AutoModelForCausalLM.from_pretrained(config.model_path, **config.model_kwargs(config.deepspeed))
     dataset = load_conversations(config.train_data)
     args = SFTConfig(
         learning_rate=config.learning_rate, num_train_epochs=config.num_train_epochs, max_steps=config.max_steps,

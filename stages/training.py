@@ -11,10 +11,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import TrainerCallback
+from transformers import GenerationConfig, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.utils import GENERATION_CONFIG_NAME
 
 from stages.artifacts import METRICS, partial_dir, path_digest, write_jsonl
+from stages.tokenizer import stop_token_ids
 
 FINGERPRINT = "fingerprint.json"
 # Settings that change where or how often progress is written, not what it is.
@@ -31,8 +33,26 @@ class AcceleratorOptions:
         "help": "e.g. flash_attention_2 or sdpa (empty: the model's default)."})
     use_liger_kernel: bool = field(default=False, metadata={"help": "Liger's fused kernels (GPU)."})
 
-    def model_kwargs(self) -> dict:
-        return {"dtype": "auto", **({"attn_implementation": self.attn_implementation} if self.attn_implementation else {})}
+    def model_kwargs(self, deepspeed: str = "") -> dict:
+        """Weights load in fp32 unless DeepSpeed trains them: it keeps fp32 master copies of bf16 weights,
+        while the plain Trainer's bf16 is autocast only, and AdamW steps of 1e-6..1e-5 on bf16 weights
+        round away (bf16 resolution near 0.02 is ~1e-4)."""
+        dtype = "auto" if uses_deepspeed(deepspeed) else torch.float32
+        return {"dtype": dtype, **({"attn_implementation": self.attn_implementation} if self.attn_implementation else {})}
+
+
+def uses_deepspeed(deepspeed: str = "") -> bool:
+    """A DeepSpeed config given to the stage, or one `accelerate launch` took from its config file."""
+    return bool(deepspeed) or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+
+
+def process_device() -> torch.device:
+    """This process's own device: cuda:LOCAL_RANK in a multi-process run. A bare "cuda" means device 0
+    in every rank until accelerate sets the current device, which it does only when the trainer's
+    arguments are built."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
 
 
 def run_fingerprint(config, inputs: dict[str, str]) -> dict:
@@ -180,4 +200,17 @@ def save_model_for_publication(trainer, tokenizer, output_dir) -> bool:
     if main:
         tokenizer.save_pretrained(str(scratch))
         (scratch / "training_args.bin").unlink(missing_ok=True)
+        write_stop_tokens(scratch, tokenizer)
     return main
+
+
+def write_stop_tokens(model_dir: Path, tokenizer) -> None:
+    """Every published model names its template's stop tokens in generation_config.json: vLLM stops
+    only at the tokenizer's eos and the ids there (a model that carries no generation config, such as
+    a reward model, gets none)."""
+    if not (model_dir / GENERATION_CONFIG_NAME).exists():
+        return
+    generation = GenerationConfig.from_pretrained(model_dir)
+    generation.eos_token_id = stop_token_ids(tokenizer)
+    generation.pad_token_id = tokenizer.pad_token_id
+    generation.save_pretrained(model_dir)

@@ -61,3 +61,25 @@ def container_rootfs() -> Path:
         message = f"build_rootfs.sh failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         pytest.fail(message) if required else pytest.skip(message)
     return rootfs
+
+
+@pytest.fixture(scope="session")
+def qwen_style_model_dir(tiny_model_dir, tmp_path_factory) -> Path:
+    """The tiny model as a Qwen2.5 base model ships: its tokenizer's eos and its generation config's
+    stop id are <|endoftext|>, while the ChatML template ends a turn with <|im_end|>, which nothing
+    marks as a stop. (The tiny tokenizer's own eos is <|im_end|>, which hides that.)"""
+    import shutil
+
+    from transformers import AutoTokenizer, GenerationConfig
+
+    from stages.tokenizer import END_OF_TEXT
+
+    directory = tmp_path_factory.mktemp("qwen_style") / "base"
+    shutil.copytree(tiny_model_dir, directory)
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    tokenizer.eos_token = END_OF_TEXT
+    tokenizer.save_pretrained(directory)
+    generation = GenerationConfig.from_pretrained(directory)
+    generation.eos_token_id = tokenizer.eos_token_id
+    generation.save_pretrained(directory)
+    return directory

@@ -37,3 +37,21 @@ def test_data_without_held_out_pairs_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"pairs\.parquet: needs both train and eval pairs \(has 1 train, 0 eval\)"):
         reward_model.main(["--kind", "helpful", "--model_path", "unused", "--data", str(path), "--output_dir",
                            str(tmp_path / "rm")])
+
+
+def test_held_out_pairs_are_scored_as_trained_cut_at_max_length(tiny_model_dir):
+    """A difference past max_length is invisible to the model in training, and so in its evaluation:
+    the evaluation never runs a sequence longer than the trainer's (a GPU's memory, a model's context)."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_model_dir, num_labels=1).eval()
+    model.config.pad_token_id = tokenizer.pad_token_id
+    shared = "1 + 2 = 3. " * 20
+    rows = [{"prompt": "Add.", "chosen": shared + "Yes, 17.", "rejected": shared + "No: 99 - 3 = 4?"}]
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "Add."}, {"role": "assistant", "content": shared}],
+                                         tokenize=False)
+    length = len(tokenizer(text, add_special_tokens=False).input_ids)
+    _, cut = reward_model.pairwise_accuracy(model, tokenizer, rows, max_length=length - 10)
+    _, whole = reward_model.pairwise_accuracy(model, tokenizer, rows, max_length=4 * length)
+    assert cut[0] == cut[1] and whole[0] != whole[1]

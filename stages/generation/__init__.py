@@ -43,6 +43,34 @@ class BackendOptions:
         return {"batch_size": self.batch_size}
 
 
+def model_context(model_path: str) -> int | None:
+    """The longest sequence the model is built for (its config's max_position_embeddings)."""
+    from transformers import AutoConfig  # noqa: PLC0415
+
+    return getattr(AutoConfig.from_pretrained(model_path), "max_position_embeddings", None)
+
+
+def clamp_to_context(requested: int | None, context: int | None) -> int | None:
+    """A context length no longer than the model's: a config asks for one length for every model it
+    evaluates (vLLM refuses a max_model_len above the model's)."""
+    if requested and context and requested > context:
+        print(f"max_model_len {requested} is longer than the model's context: using {context}", flush=True)
+        return context
+    return requested or context
+
+
+def within_context(generate, tokenizer, prompts: list[str], settings: SamplingSettings,
+                   context: int | None) -> tuple[list[list[Sample]], int]:
+    """Samples for the prompts that leave room to generate in the model's context. A longer prompt gets
+    k empty, unfinished samples (scored as wrong, counted) instead of failing the whole call. Returns
+    the samples and the number of prompts too long."""
+    lengths = [len(ids) for ids in tokenizer(prompts, add_special_tokens=False).input_ids]
+    fits = [context is None or length < context for length in lengths]
+    generated = iter(generate([p for p, fit in zip(prompts, fits) if fit], settings) if any(fits) else [])
+    too_long = [Sample("", 0, False)] * settings.num_samples
+    return [next(generated) if fit else list(too_long) for fit in fits], fits.count(False)
+
+
 def load_generator(model_path: str, backend: str = "transformers", **backend_options):
     if backend == "transformers":
         from stages.generation.hf import TransformersGenerator

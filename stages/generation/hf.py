@@ -3,7 +3,7 @@
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from stages.generation import Sample, SamplingSettings
+from stages.generation import Sample, SamplingSettings, within_context
 from stages.tokenizer import split_stop_strings, stop_token_ids
 
 
@@ -15,9 +15,16 @@ class TransformersGenerator:
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(device).eval()
         self.batch_size = batch_size
         self.end_ids = stop_token_ids(self.tokenizer)  # end of turn / document: not part of the text
+        self.context = getattr(self.model.config, "max_position_embeddings", None)
+        self.overlong_prompts = 0  # prompts that left no room to generate, over this generator's life
+
+    def generate(self, prompts: list[str], settings: SamplingSettings) -> list[list[Sample]]:
+        samples, overlong = within_context(self._generate, self.tokenizer, prompts, settings, self.context)
+        self.overlong_prompts += overlong
+        return samples
 
     @torch.inference_mode()
-    def generate(self, prompts: list[str], settings: SamplingSettings) -> list[list[Sample]]:
+    def _generate(self, prompts: list[str], settings: SamplingSettings) -> list[list[Sample]]:
         torch.manual_seed(settings.seed)
         stop_ids, stop_strings = split_stop_strings(self.tokenizer, settings.stop_strings)
         flat = [p for p in prompts for _ in range(settings.num_samples)]
@@ -27,13 +34,18 @@ class TransformersGenerator:
                                    add_special_tokens=False).to(self.model.device)
             generated = self.model.generate(
                 **batch, do_sample=settings.temperature > 0, temperature=settings.temperature or None,
-                top_p=settings.top_p, top_k=0, max_new_tokens=settings.max_new_tokens,
+                top_p=settings.top_p, top_k=0, max_new_tokens=self._room(batch["input_ids"].shape[1], settings),
                 eos_token_id=self.end_ids + stop_ids, pad_token_id=self.tokenizer.pad_token_id,
                 stop_strings=stop_strings or None, tokenizer=self.tokenizer if stop_strings else None)
             for row in generated[:, batch["input_ids"].shape[1]:].tolist():
                 outputs.append(self._sample(row, stop_ids, stop_strings))
         k = settings.num_samples
         return [outputs[i * k:(i + 1) * k] for i in range(len(prompts))]
+
+    def _room(self, prompt_length: int, settings: SamplingSettings) -> int:
+        """New tokens that fit in the model's context after a (left-padded) batch of prompts."""
+        return settings.max_new_tokens if self.context is None else min(settings.max_new_tokens,
+                                                                         self.context - prompt_length)
 
     def _sample(self, row: list[int], stop_ids: list[int], stop_strings: list[str]) -> Sample:
         for i, token in enumerate(row):

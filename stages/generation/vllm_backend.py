@@ -1,6 +1,16 @@
 """vLLM backend for GPUs. Imported only when a config chooses it, so CPU installs never need vLLM."""
 
-from stages.generation import Sample, SamplingSettings
+from stages.generation import Sample, SamplingSettings, clamp_to_context, model_context, within_context
+from stages.tokenizer import stop_token_ids
+
+
+def sampling_params(settings: SamplingSettings, tokenizer) -> dict:
+    """vLLM's SamplingParams fields. The end-of-turn and end-of-text ids are passed explicitly: vLLM
+    otherwise stops only at the tokenizer's eos and generation_config.json's, and a Qwen base
+    tokenizer's eos is not the <|im_end|> its fine-tuned models end turns with."""
+    return {"n": settings.num_samples, "temperature": settings.temperature, "top_p": settings.top_p,
+            "max_tokens": settings.max_new_tokens, "seed": settings.seed, "stop": list(settings.stop_strings),
+            "include_stop_str_in_output": True, "stop_token_ids": stop_token_ids(tokenizer)}
 
 
 class VLLMGenerator:
@@ -8,16 +18,20 @@ class VLLMGenerator:
                  max_model_len: int | None = None, dtype: str = "auto"):
         from vllm import LLM  # noqa: PLC0415  GPU-only dependency
 
+        self.context = clamp_to_context(max_model_len, model_context(model_path))
         self.llm = LLM(model=model_path, tensor_parallel_size=tensor_parallel_size,
-                       gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len, dtype=dtype)
+                       gpu_memory_utilization=gpu_memory_utilization, max_model_len=self.context, dtype=dtype)
         self.tokenizer = self.llm.get_tokenizer()
+        self.overlong_prompts = 0  # vLLM refuses a whole call for one prompt of max_model_len tokens
 
     def generate(self, prompts: list[str], settings: SamplingSettings) -> list[list[Sample]]:
+        samples, overlong = within_context(self._generate, self.tokenizer, prompts, settings, self.context)
+        self.overlong_prompts += overlong
+        return samples
+
+    def _generate(self, prompts: list[str], settings: SamplingSettings) -> list[list[Sample]]:
         from vllm import SamplingParams  # noqa: PLC0415
 
-        params = SamplingParams(n=settings.num_samples, temperature=settings.temperature, top_p=settings.top_p,
-                                max_tokens=settings.max_new_tokens, seed=settings.seed,
-                                stop=list(settings.stop_strings), include_stop_str_in_output=True)
-        results = self.llm.generate(prompts, params)
+        results = self.llm.generate(prompts, SamplingParams(**sampling_params(settings, self.tokenizer)))
         return [[Sample(out.text, len(out.token_ids), out.finish_reason == "stop") for out in result.outputs]
                 for result in results]

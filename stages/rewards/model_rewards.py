@@ -30,10 +30,10 @@ def prompt_text(prompt) -> str:
 
 
 class RewardModelReward(RewardFunction):
-    def __init__(self, name: str, model_path: str, judge_summary_only: bool, batch_size: int = 32):
+    def __init__(self, name: str, model_path: str, judge_summary_only: bool, device: torch.device,
+                 batch_size: int = 32):
         super().__init__(name, settings=None)
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        device = "cuda" if torch.cuda.is_available() else "cpu"
         self.model = AutoModelForSequenceClassification.from_pretrained(model_path, dtype="auto").to(device).eval()
         stats = json.loads((Path(model_path) / REWARD_STATS).read_text())
         self.mean, self.std = stats["mean"], stats["std"] or 1.0
@@ -57,10 +57,11 @@ class RewardModelReward(RewardFunction):
         return scores
 
 
-def build_model_rewards(helpful_path: str, harmless_path: str) -> list[RewardModelReward]:
+def build_model_rewards(helpful_path: str, harmless_path: str, device: torch.device) -> list[RewardModelReward]:
+    """The reward models on `device`: in a multi-process run, each process's own GPU."""
     rewards = []
     if helpful_path:
-        rewards.append(RewardModelReward("helpful_rm", helpful_path, judge_summary_only=True))
+        rewards.append(RewardModelReward("helpful_rm", helpful_path, judge_summary_only=True, device=device))
     if harmless_path:
-        rewards.append(RewardModelReward("harmless_rm", harmless_path, judge_summary_only=False))
+        rewards.append(RewardModelReward("harmless_rm", harmless_path, judge_summary_only=False, device=device))
     return rewards

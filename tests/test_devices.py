@@ -1,0 +1,44 @@
+"""Where a stage puts its models on a GPU node, modelled on CPU: several ranks on one node
+(LOCAL_RANK), and bf16 weights that need fp32 master copies unless DeepSpeed keeps them."""
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from stages.rewards.model_rewards import build_model_rewards
+from stages.sft import SFTStageConfig
+from stages.training import process_device
+
+
+def test_each_rank_uses_its_own_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    devices = []
+    for rank in ("0", "1"):
+        monkeypatch.setenv("LOCAL_RANK", rank)
+        devices.append(process_device())
+    assert devices == [torch.device("cuda", 0), torch.device("cuda", 1)]
+    monkeypatch.delenv("LOCAL_RANK")
+    assert process_device() == torch.device("cuda", 0)
+
+
+def test_reward_models_sit_on_the_device_they_are_given(tiny_model_dir, small_data_dir, tmp_path):
+    from stages import reward_model
+
+    helpful = tmp_path / "rm"
+    reward_model.main(["--kind", "helpful", "--model_path", str(tiny_model_dir), "--data",
+                       str(small_data_dir / "preferences_helpful.parquet"), "--output_dir", str(helpful),
+                       "--max_length", "64", "--per_device_train_batch_size", "16", "--num_train_epochs", "0.05",
+                       "--save_steps", "1000"])
+    (reward,) = build_model_rewards(str(helpful), "", torch.device("cpu"))
+    assert reward.model.device == torch.device("cpu")
+
+
+def test_weights_load_in_fp32_unless_deepspeed_keeps_master_copies(tiny_model_dir, tmp_path, monkeypatch):
+    bf16 = tmp_path / "bf16"
+    AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.bfloat16).save_pretrained(bf16)
+    config = SFTStageConfig(model_path=str(bf16), train_data=["unused"], output_dir=str(tmp_path / "out"))
+    monkeypatch.delenv("ACCELERATE_USE_DEEPSPEED", raising=False)
+    plain = AutoModelForCausalLM.from_pretrained(bf16, **config.model_kwargs(config.deepspeed))
+    assert {p.dtype for p in plain.parameters()} == {torch.float32}
+    assert AutoModelForCausalLM.from_pretrained(bf16, **config.model_kwargs("zero2.json")).dtype == torch.bfloat16
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")  # `accelerate launch` with a DeepSpeed config file
+    assert AutoModelForCausalLM.from_pretrained(bf16, **config.model_kwargs("")).dtype == torch.bfloat16

@@ -1,0 +1,43 @@
+"""Chat turns stop with a Qwen-style tokenizer (eos <|endoftext|>, turns ending in <|im_end|>), on
+every path that samples: the saved model's generation config (what vLLM reads), the vLLM backend's
+sampling parameters, GRPO's vLLM generation settings, and the transformers backend."""
+
+import json
+
+from transformers import AutoTokenizer
+
+from stages import sft
+from stages.generation import SamplingSettings
+from stages.generation.vllm_backend import sampling_params
+from stages.grpo import stop_settings
+from stages.tokenizer import END_OF_TEXT, IM_END, stop_token_ids
+
+
+def end_ids(tokenizer) -> set[int]:
+    return {tokenizer.convert_tokens_to_ids(IM_END), tokenizer.convert_tokens_to_ids(END_OF_TEXT)}
+
+
+def test_a_qwen_base_tokenizer_stops_at_the_end_of_a_turn(qwen_style_model_dir):
+    tokenizer = AutoTokenizer.from_pretrained(qwen_style_model_dir)
+    assert tokenizer.eos_token == END_OF_TEXT
+    assert set(stop_token_ids(tokenizer)) == end_ids(tokenizer)
+
+
+def test_vllm_sampling_and_grpo_on_vllm_pass_the_stop_ids(qwen_style_model_dir):
+    tokenizer = AutoTokenizer.from_pretrained(qwen_style_model_dir)
+    params = sampling_params(SamplingSettings(num_samples=4, max_new_tokens=32, stop_strings=("</answer>",)), tokenizer)
+    assert set(params["stop_token_ids"]) == end_ids(tokenizer)
+    assert params["stop"] == ["</answer>"] and params["n"] == 4 and params["max_tokens"] == 32
+    _, vllm_stop = stop_settings(tokenizer, "chat", use_vllm=True)
+    assert set(vllm_stop["stop_token_ids"]) == end_ids(tokenizer)
+
+
+def test_a_model_fine_tuned_from_a_qwen_base_names_its_stop_tokens(qwen_style_model_dir, small_data_dir, tmp_path):
+    base_config = json.loads((qwen_style_model_dir / "generation_config.json").read_text())
+    assert base_config["eos_token_id"] == AutoTokenizer.from_pretrained(qwen_style_model_dir).eos_token_id
+    out = tmp_path / "dev1"
+    sft.main(["--model_path", str(qwen_style_model_dir), "--train_data", str(small_data_dir / "cold_start.parquet"),
+              "--output_dir", str(out), "--stage", "cold_start_sft", "--max_steps", "1",
+              "--per_device_train_batch_size", "4", "--max_length", "128", "--save_steps", "1000"])
+    saved = json.loads((out / "generation_config.json").read_text())
+    assert set(saved["eos_token_id"]) == end_ids(AutoTokenizer.from_pretrained(out))
