@@ -28,6 +28,17 @@ def test_final_answer_per_template():
     assert summary_of("<think>a</think>rest") == "rest"
 
 
+@pytest.mark.parametrize("completion, template, answer", [
+    ("<think>x</think>\n\nIt is \\boxed{3} or \\boxed{5}.", "chat", None),  # a hedge is no answer
+    ("<think>x</think>\n\n\\boxed{5}, that is \\boxed{ 5 }.", "chat", "5"),  # the same answer twice
+    ("<think>\\boxed{3}</think>\n\nSo \\boxed{5}.", "chat", "5"),  # the reasoning may weigh others
+    ("<think>x</think> <answer>\\boxed{3} or \\boxed{5}</answer>", "r1_zero", None),
+    ("<think>x</think> <answer>3 or 5</answer>", "r1_zero", "3 or 5"),
+])
+def test_what_real_models_write_hedges(completion, template, answer):
+    assert extract_final_answer(completion, template) == answer
+
+
 @pytest.mark.parametrize("completion, ok", [
     ("<think> a </think> <answer> 4 </answer>", True),
     ("<think> a </think> <answer> 4 </answer> trailing text", False),
@@ -53,6 +64,9 @@ def test_think_summary_format(completion, ok):
 @pytest.mark.parametrize("pred, gold, verdict", [
     ("42", "42", True), ("42.0", "42", True), ("1,000", "1000", True), ("\\frac{1}{2}", "0.5", True),
     ("$7$", "7", True), ("41", "42", False), ("\\sqrt{2}", "2", None),
+    # what real models write: a list with a space is not one number, a decimal comma not a thousands separator
+    ("32, 349", "32349", None), ("32,349", "32349", True), ("0,111", "111", None), ("0,111", "0.111", None),
+    ("-1,000,000", "-1000000", True),
 ])
 def test_fast_path(pred, gold, verdict):
     assert fast_verdict(pred, gold) is verdict
@@ -113,5 +127,14 @@ def test_a_batch_runs_on_several_workers_in_order_and_each_pair_keeps_its_deadli
         assert verifier.verify_many(pairs) == [True, False, True, False, False, False, True]
         # the two slow pairs ran side by side: one deadline, not two
         assert time.monotonic() - started < 2 * 2.0 and verifier.timeouts == 2
+    finally:
+        verifier.close()
+
+
+def test_lists_and_decimal_commas_are_not_thousands_through_the_whole_verifier():
+    verifier = AnswerVerifier(timeout_s=5.0)
+    try:
+        assert verifier.verify_many([("32, 349", "32349"), ("0,111", "111"), ("32,349", "32349"),
+                                     ("32, 349", "32, 349")]) == [False, False, True, True]
     finally:
         verifier.close()

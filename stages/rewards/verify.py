@@ -26,6 +26,7 @@ def normalize(answer: str) -> str:
     answer = answer.strip().strip("$").strip()
     answer = re.sub(r"\\text\{(.*?)\}", r"\1", answer)
     answer = re.sub(r"(?<=\d)\s+(?=\d)", "␣", answer)  # "1 2" is not "12"
+    answer = re.sub(r",\s+", ",␣", answer)  # "32, 349" is a list, "32,349" a number
     answer = re.sub(r"\\[,!;: ]|\s+", "", answer)
     answer = answer.replace("{,}", "")  # 1{,}000
     return answer.rstrip(".")
@@ -33,7 +34,8 @@ def normalize(answer: str) -> str:
 
 def as_number(answer: str) -> Fraction | None:
     """The exact value of an integer, decimal or simple fraction; None for anything else."""
-    text = answer.replace(",", "") if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+", answer) else answer
+    # Thousands separators: "0,111" is a decimal comma (or a list), not 111.
+    text = answer.replace(",", "") if re.fullmatch(r"[-+]?[1-9]\d{0,2}(,\d{3})+", answer) else answer
     if len(text) > MAX_NUMBER_DIGITS:
         return None
     if NUMBER.match(text):
