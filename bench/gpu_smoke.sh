@@ -23,6 +23,8 @@ config["distillation"]["students"]["small"] = {"name_or_path": model}
 yaml.safe_dump(config, open(target, "w"), sort_keys=False)
 PY
 
+# One GPU for every stage: a stage process that sees several refuses to start (stages.training.refuse_data_parallel)
+export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
 started=$(date +%s)
 # --cores 1: one job at a time, the stages share the one GPU
 snakemake all -s "$repo/Snakefile" -d "$workdir" --cores 1 --configfile "$config"

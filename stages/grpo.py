@@ -27,8 +27,8 @@ from stages.rewards.grading import gold_problem
 from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt, training_prompt
 from stages.tokenizer import split_stop_strings, stop_token_ids
 from stages.training import (AcceleratorOptions, StopOnSignal, claim_work_dir, common_trainer_args,
-                             process_device, resume_checkpoint, run_fingerprint, save_model_for_publication,
-                             write_training_metrics)
+                             process_device, refuse_data_parallel, resume_checkpoint, run_fingerprint,
+                             save_model_for_publication, write_training_metrics)
 
 
 @dataclass
@@ -206,6 +206,7 @@ def stop_settings(tokenizer, template: str, use_vllm: bool) -> tuple[list[int], 
 def main(argv=None):
     config = parse_config(GRPOStageConfig, argv)
     print_config(config)
+    refuse_data_parallel()
     set_seed(config.seed)
     inputs = {"model": config.model_path, **{f"train_data_{i}": p for i, p in enumerate(config.train_data)}}
     claim_work_dir(config.work_dir, run_fingerprint(config, inputs))

@@ -28,8 +28,8 @@ from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
 from stages.training import (AcceleratorOptions, StopOnSignal, claim_work_dir, common_trainer_args,
-                             resume_checkpoint, run_fingerprint, save_model_for_publication,
-                             write_training_metrics)
+                             refuse_data_parallel, resume_checkpoint, run_fingerprint,
+                             save_model_for_publication, write_training_metrics)
 
 KINDS = ("helpful", "harmless")
 REWARD_STATS = "reward_stats.json"
@@ -94,6 +94,7 @@ def pairwise_accuracy(model, tokenizer, rows: list[dict], max_length: int,
 def main(argv=None):
     config = parse_config(RewardModelConfig, argv)
     print_config(config)
+    refuse_data_parallel()
     set_seed(config.seed)
     rows = read_table(config.data, "preference").to_pylist()
     train = [r for r in rows if r["split"] == "train"]

@@ -19,8 +19,8 @@ from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
 from stages.training import (AcceleratorOptions, StopOnSignal, claim_work_dir, common_trainer_args,
-                             resume_checkpoint, run_fingerprint, save_model_for_publication,
-                             write_training_metrics)
+                             refuse_data_parallel, resume_checkpoint, run_fingerprint,
+                             save_model_for_publication, write_training_metrics)
 
 
 @dataclass
@@ -73,6 +73,7 @@ def load_conversations(paths: list[str]) -> Dataset:
 def main(argv=None):
     config = parse_config(SFTStageConfig, argv)
     print_config(config)
+    refuse_data_parallel()
     set_seed(config.seed)
     inputs = {"model": config.model_path, **{f"train_data_{i}": p for i, p in enumerate(config.train_data)}}
     claim_work_dir(config.work_dir, run_fingerprint(config, inputs))

@@ -46,6 +46,15 @@ def uses_deepspeed(deepspeed: str = "") -> bool:
     return bool(deepspeed) or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
 
 
+def refuse_data_parallel() -> None:
+    """One process that sees several GPUs would train under torch.nn.DataParallel (the Trainer's choice
+    for SFT and reward models) or stop inside TRL (GRPO): neither is what the config asked for."""
+    if torch.cuda.is_available() and torch.cuda.device_count() > 1 and int(os.environ.get("WORLD_SIZE", "1")) == 1:
+        raise RuntimeError(f"{torch.cuda.device_count()} GPUs are visible to this one process: give the stage "
+                           "several GPUs in its compute section (one process per GPU is launched), or show it "
+                           "one (CUDA_VISIBLE_DEVICES=0)")
+
+
 def process_device() -> torch.device:
     """This process's own device: cuda:LOCAL_RANK in a multi-process run. A bare "cuda" means device 0
     in every rank until accelerate sets the current device, which it does only when the trainer's

@@ -1,12 +1,14 @@
 """Where a stage puts its models on a GPU node, modelled on CPU: several ranks on one node
-(LOCAL_RANK), and bf16 weights that need fp32 master copies unless DeepSpeed keeps them."""
+(LOCAL_RANK), several GPUs visible to one process, and bf16 weights that need fp32 master copies
+unless DeepSpeed keeps them."""
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
 from stages.rewards.model_rewards import build_model_rewards
 from stages.sft import SFTStageConfig
-from stages.training import process_device
+from stages.training import process_device, refuse_data_parallel
 
 
 def test_each_rank_uses_its_own_gpu(monkeypatch):
@@ -42,3 +44,18 @@ def test_weights_load_in_fp32_unless_deepspeed_keeps_master_copies(tiny_model_di
     assert AutoModelForCausalLM.from_pretrained(bf16, **config.model_kwargs("zero2.json")).dtype == torch.bfloat16
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")  # `accelerate launch` with a DeepSpeed config file
     assert AutoModelForCausalLM.from_pretrained(bf16, **config.model_kwargs("")).dtype == torch.bfloat16
+
+
+def test_a_single_process_stage_refuses_several_visible_gpus(monkeypatch, tiny_model_dir, small_data_dir, tmp_path):
+    """Not nn.DataParallel behind the config's back: the stage stops before loading anything."""
+    from stages import sft
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with pytest.raises(RuntimeError, match=r"8 GPUs are visible to this one process: .*CUDA_VISIBLE_DEVICES=0"):
+        sft.main(["--model_path", str(tiny_model_dir), "--train_data", str(small_data_dir / "cold_start.parquet"),
+                  "--output_dir", str(tmp_path / "out")])
+    assert not (tmp_path / "out.work").exists()
+    monkeypatch.setenv("WORLD_SIZE", "8")  # one process per GPU, as the launcher starts them
+    refuse_data_parallel()
