@@ -116,7 +116,7 @@ def model_path(stage):
 
 
 # ---- compute: Slurm resources and launchers -------------------------------------------------------
-LAUNCH_KEYS = ("accelerate_config", "vllm_server_gpus")
+LAUNCH_KEYS = ("accelerate_config", "vllm_server_gpus", "vllm_server_tensor_parallel_size", "vllm_server_startup_s")
 
 
 def stage_resources(stage):
@@ -146,8 +146,9 @@ def launcher(stage, module):
     flags = [f"--module {module}", f"--nodes {settings.get('nodes', 1)}", f"--gpus_per_node {settings.get('gpu', 0)}"]
     if settings.get("accelerate_config"):
         flags.append(f"--accelerate_config {os.path.join(workflow.basedir, settings['accelerate_config'])}")
-    if settings.get("vllm_server_gpus"):
-        flags.append(f"--vllm_server_gpus {settings['vllm_server_gpus']}")
+    for key in ("vllm_server_gpus", "vllm_server_tensor_parallel_size", "vllm_server_startup_s"):
+        if settings.get(key):
+            flags.append(f"--{key} {settings[key]}")
     if IN_CONTAINERS:
         flags.append(f"--task_prefix {shlex.quote(task_container_prefix(stage))}")
     return f"python -m stages.launch {' '.join(flags)} --"

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass, field
 
 from stages.cli import parse_config
@@ -33,6 +34,9 @@ class LaunchConfig:
     vllm_server_tensor_parallel_size: int = field(default=1, metadata={
         "help": "GPUs per vLLM engine; the server runs vllm_server_gpus / this many engines (data parallel)."})
     vllm_server_port: int = field(default=8000)
+    vllm_server_startup_s: int = field(default=1800, metadata={
+        "help": "How long the trainers wait for the vLLM server's /health: loading, compiling and capturing "
+                "CUDA graphs of several engines from a shared file system can outlast TRL's own 240 s wait."})
     main_process_port: int = field(default=29500)
     task_prefix: str = field(default="", metadata={
         "help": "Put before every task's command, e.g. `apptainer exec --nv image.sif` (containers)."})
@@ -53,6 +57,8 @@ class Task:
     host: str
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
+    ready_url: str = ""  # the tasks after this one start once it answers here (a server)
+    ready_timeout_s: float = 0.0
 
     def command(self) -> str:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
@@ -81,7 +87,9 @@ def plan(config: LaunchConfig, hosts: list[str], stage_args: list[str]) -> list[
                   "--tensor_parallel_size", str(tp), "--data_parallel_size", str(config.vllm_server_gpus // tp),
                   "--host", "0.0.0.0", "--port", str(config.vllm_server_port)]
         tasks.append(Task("vllm-server", hosts[0], prefix + server,
-                          {"CUDA_VISIBLE_DEVICES": gpu_list(0, config.vllm_server_gpus)}))
+                          {"CUDA_VISIBLE_DEVICES": gpu_list(0, config.vllm_server_gpus)},
+                          ready_url=f"http://{hosts[0]}:{config.vllm_server_port}/health",
+                          ready_timeout_s=config.vllm_server_startup_s))
         stage_args = stage_args + ["--use_vllm", "true", "--vllm_mode", "server", "--vllm_server_host", hosts[0],
                                    "--vllm_server_port", str(config.vllm_server_port)]
         if config.nodes > 1:
@@ -92,6 +100,8 @@ def plan(config: LaunchConfig, hosts: list[str], stage_args: list[str]) -> list[
     machines = len(train_hosts)
     for rank, host in enumerate(train_hosts):
         env = {"CUDA_VISIBLE_DEVICES": gpu_list(first_train_gpu, gpus)} if first_train_gpu else {}
+        if config.vllm_server_gpus:  # the trainers' HTTP client honours proxy variables: not for the server
+            env["NO_PROXY"] = env["no_proxy"] = ",".join(filter(None, [hosts[0], os.environ.get("NO_PROXY", "")]))
         if machines == 1 and gpus == 1 and not config.accelerate_config:
             argv = ["python", "-m", config.module]
         else:
@@ -130,10 +140,31 @@ def local_argv(task: Task) -> list[str]:
     return ["bash", "-c", f"exec {task.command()}"]
 
 
+def wait_until_ready(task: Task, process: subprocess.Popen, poll_s: float) -> None:
+    """Returns once the task's URL answers 200; raises if the task exits first or the time runs out."""
+    no_proxy = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    deadline = time.monotonic() + task.ready_timeout_s
+    print(f"[launch] waiting for {task.name} at {task.ready_url} (up to {task.ready_timeout_s:.0f} s)", flush=True)
+    while process.poll() is None:
+        try:
+            with no_proxy.open(task.ready_url, timeout=10) as response:
+                if response.status == 200:
+                    print(f"[launch] {task.name} is ready", flush=True)
+                    return
+        except OSError:  # not listening yet (URLError and connection errors are OSErrors)
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{task.name} did not answer {task.ready_url} within {task.ready_timeout_s:.0f} s "
+                               "(raise compute.<stage>.vllm_server_startup_s)")
+        time.sleep(poll_s)
+    raise RuntimeError(f"{task.name} exited (code {process.returncode}) before it answered {task.ready_url}")
+
+
 def run(tasks: list[Task], wrap=local_argv, poll_s: float = 1.0) -> int:
-    """Starts every task, waits for the trainers; stops the rest when one fails or all trainers end.
-    Returns the first failing trainer's exit code (0 when all succeed)."""
-    processes = {task.name: subprocess.Popen(wrap(task), start_new_session=True) for task in tasks}
+    """Starts the tasks in order (a task with a ready_url must answer before the next starts), waits
+    for the trainers; stops the rest when one fails or all trainers end. Returns the first failing
+    trainer's exit code (0 when all succeed; 1 when a server never became ready)."""
+    processes: dict[str, subprocess.Popen] = {}
 
     def stop(signum=signal.SIGTERM, _frame=None):
         for process in processes.values():
@@ -141,8 +172,17 @@ def run(tasks: list[Task], wrap=local_argv, poll_s: float = 1.0) -> int:
                 os.killpg(process.pid, signum)
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    trainers = [name for name in processes if name.startswith("train-")]
+    trainers = [task.name for task in tasks if task.name.startswith("train-")]
     try:
+        for task in tasks:
+            processes[task.name] = subprocess.Popen(wrap(task), start_new_session=True)
+            if task.ready_url:
+                try:
+                    wait_until_ready(task, processes[task.name], poll_s)
+                except (RuntimeError, TimeoutError) as error:
+                    print(f"[launch] {error}: stopping", flush=True)
+                    stop()
+                    return 1
         while True:
             codes = {name: processes[name].poll() for name in processes}
             failed = [name for name, code in codes.items() if code not in (None, 0)]

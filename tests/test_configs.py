@@ -69,6 +69,7 @@ def test_multi_node_config_spreads_rl_over_three_nodes_with_a_vllm_server(plans)
         assert job["resources"]["nodes"] == "3" and job["resources"]["gres"] == "gpu:8"
         assert job["resources"]["mpi"] == "srun" and job["resources"]["tasks"] == "3"
         assert "--nodes 3 --gpus_per_node 8" in job["shell"] and "--vllm_server_gpus 8" in job["shell"]
+        assert "--vllm_server_tensor_parallel_size 1 --vllm_server_startup_s 1800" in job["shell"]
         assert "zero3.yaml" in job["shell"] and job["resources"]["cpus_per_task"] == "0"  # cpus_per_gpu rules
         # the launcher runs on the host; every task it starts goes into the GPU image with the profile's args
         assert f"--nv --bind /scratch {REPO}/containers/r1-gpu.sif'" in job["shell"], job["shell"]

@@ -56,7 +56,9 @@ def test_single_node_server_mode_splits_the_gpus():
     server, trainer = plan(LaunchConfig(module="stages.grpo", gpus_per_node=8, vllm_server_gpus=2,
                                         accelerate_config=ZERO3), ["gpu-a07"], STAGE)
     assert server.env == {"CUDA_VISIBLE_DEVICES": "0,1"}
-    assert trainer.env == {"CUDA_VISIBLE_DEVICES": "2,3,4,5,6,7"}
+    assert server.ready_url == "http://gpu-a07:8000/health" and server.ready_timeout_s == 1800
+    assert trainer.env["CUDA_VISIBLE_DEVICES"] == "2,3,4,5,6,7"
+    assert trainer.env["NO_PROXY"].split(",")[0] == "gpu-a07"  # a site's HTTP proxy cannot reach the server
     assert trainer.argv[trainer.argv.index("--num_processes") + 1] == "6"
 
 
@@ -110,6 +112,51 @@ def test_a_failing_trainer_fails_the_launch_and_stops_the_rest():
     code = run([Task("train-0", "localhost", _python("import time; time.sleep(60)")),
                 Task("train-1", "localhost", _python("import sys; sys.exit(3)"))], wrap=lambda t: t.argv, poll_s=0.1)
     assert code == 3
+
+
+HEALTH_AFTER = """
+import http.server, sys, time
+time.sleep(float(sys.argv[2]))
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health)
+open(sys.argv[3], "w").write(str(time.time()))
+server.serve_forever()
+"""
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_trainers_start_once_the_server_answers_its_health_check(tmp_path):
+    port = free_port()
+    server = Task("vllm-server", "localhost", [sys.executable, "-c", HEALTH_AFTER, str(port), "1.5",
+                                               str(tmp_path / "ready")],
+                  ready_url=f"http://127.0.0.1:{port}/health", ready_timeout_s=60)
+    trainer = Task("train-0", "localhost", _python(f"import time; open({str(tmp_path / 'started')!r}, 'w')"
+                                                   ".write(str(time.time()))"))
+    assert run([server, trainer], wrap=lambda t: t.argv, poll_s=0.1) == 0
+    assert float((tmp_path / "started").read_text()) >= float((tmp_path / "ready").read_text())
+
+
+def test_a_server_that_never_answers_fails_the_launch_before_training(tmp_path):
+    port = free_port()
+    server = Task("vllm-server", "localhost", [sys.executable, "-c", HEALTH_AFTER, str(port), "60",
+                                               str(tmp_path / "ready")],
+                  ready_url=f"http://127.0.0.1:{port}/health", ready_timeout_s=1)
+    trainer = Task("train-0", "localhost", _python(f"open({str(tmp_path / 'started')!r}, 'w')"))
+    started = time.time()
+    assert run([server, trainer], wrap=lambda t: t.argv, poll_s=0.1) == 1
+    assert time.time() - started < 30 and not (tmp_path / "started").exists()
 
 
 def test_a_dead_server_fails_the_launch():
