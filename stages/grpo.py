@@ -212,10 +212,7 @@ def main(argv=None):
     claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     tokenizer = AutoTokenizer.from_pretrained(config.model_path)
-    model = AutoModelForCausalLM.from_pretrained(config.model_path, **config.model_kwargs(config.deepspeed))
-    saved_eos = model.generation_config.eos_token_id
     extra_stop_ids, vllm_stop = stop_settings(tokenizer, config.template, config.use_vllm)
-    model.generation_config.eos_token_id = stop_token_ids(tokenizer) + extra_stop_ids
 
     settings = RewardSettings(template=config.template, language=config.language,
                               max_completion_length=config.max_completion_length,
@@ -253,12 +250,16 @@ def main(argv=None):
         vllm_tensor_parallel_size=config.vllm_tensor_parallel_size, generation_kwargs=vllm_stop or None,
         gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None, use_liger_kernel=config.use_liger_kernel,
         **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps))
+    # After the arguments: a ZeRO-3 config registered by them makes DeepSpeed partition while loading.
+    model = AutoModelForCausalLM.from_pretrained(config.model_path, **config.model_kwargs(config.deepspeed))
+    # This stage's sampling also stops at its template's one-token stop strings (</answer>); the published
+    # model's generation config names only the template's end tokens (save_model_for_publication).
+    model.generation_config.eos_token_id = stop_token_ids(tokenizer) + extra_stop_ids
     stop = StopOnSignal()
     trainer = GRPOTrainer(model=model, reward_funcs=reward_functions, args=args, train_dataset=dataset,
                           processing_class=tokenizer, callbacks=[stop, StageMetrics(accuracy, phase_start)])
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
     stop.exit_if_stopped(trainer)
-    model.generation_config.eos_token_id = saved_eos  # the stop at </answer> belongs to this stage's sampling
 
     if not save_model_for_publication(trainer, tokenizer, config.output_dir):
         return  # another process of a multi-GPU run: the main one publishes

@@ -78,7 +78,6 @@ def main(argv=None):
     inputs = {"model": config.model_path, **{f"train_data_{i}": p for i, p in enumerate(config.train_data)}}
     claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
     tokenizer = AutoTokenizer.from_pretrained(config.model_path)
-    model = AutoModelForCausalLM.from_pretrained(config.model_path, **config.model_kwargs(config.deepspeed))
     dataset = load_conversations(config.train_data)
     args = SFTConfig(
         learning_rate=config.learning_rate, num_train_epochs=config.num_train_epochs, max_steps=config.max_steps,
@@ -89,6 +88,8 @@ def main(argv=None):
         warmup_steps=config.warmup_ratio, weight_decay=config.weight_decay,  # a float < 1 is a ratio
         gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None, use_liger_kernel=config.use_liger_kernel,
         **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps))
+    # After the arguments: a ZeRO-3 config registered by them makes DeepSpeed partition while loading.
+    model = AutoModelForCausalLM.from_pretrained(config.model_path, **config.model_kwargs(config.deepspeed))
     stop = StopOnSignal()
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=[stop])
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
