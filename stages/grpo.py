@@ -213,6 +213,12 @@ def main(argv=None):
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     tokenizer = AutoTokenizer.from_pretrained(config.model_path)
     extra_stop_ids, vllm_stop = stop_settings(tokenizer, config.template, config.use_vllm)
+    if vllm_stop.get("stop") and config.mask_truncated_completions:
+        # TRL calls a completion truncated when its last token is no eos: one that vLLM stopped at a
+        # stop string of several tokens would count as truncated, and masking would drop them all.
+        raise ValueError(f"mask_truncated_completions: the {config.template} template's stop strings "
+                         f"{vllm_stop['stop']} span several tokens of this tokenizer, and TRL would mask every "
+                         "completion that stopped at one: set mask_truncated_completions: false")
 
     settings = RewardSettings(template=config.template, language=config.language,
                               max_completion_length=config.max_completion_length,

@@ -4,6 +4,8 @@ sampling parameters, GRPO's vLLM generation settings, and the transformers backe
 
 import json
 
+import pytest
+
 from transformers import AutoTokenizer
 
 from stages import sft
@@ -41,3 +43,36 @@ def test_a_model_fine_tuned_from_a_qwen_base_names_its_stop_tokens(qwen_style_mo
               "--per_device_train_batch_size", "4", "--max_length", "128", "--save_steps", "1000"])
     saved = json.loads((out / "generation_config.json").read_text())
     assert set(saved["eos_token_id"]) == end_ids(AutoTokenizer.from_pretrained(out))
+
+
+def multi_token_tags_tokenizer(directory):
+    """A byte-level BPE tokenizer whose vocabulary lacks the template tags, as Qwen2.5's does: `</answer>`
+    is several tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from stages.tokenizer import IM_START, SPECIAL_TOKENS
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(["What is 2 + 3? <think> 2 + 3 = 5 </think> <answer> 5 </answer>"] * 20,
+                            trainers.BpeTrainer(vocab_size=300, special_tokens=SPECIAL_TOKENS, show_progress=False,
+                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=END_OF_TEXT, pad_token=END_OF_TEXT,
+                                        additional_special_tokens=[IM_START, IM_END])
+    tokenizer.save_pretrained(directory)
+    return tokenizer
+
+
+def test_r1_zero_on_vllm_refuses_masking_completions_that_stopped_at_a_multi_token_tag(tmp_path, small_data_dir):
+    from stages import grpo
+
+    tokenizer = multi_token_tags_tokenizer(tmp_path / "model")
+    assert len(tokenizer("</answer>", add_special_tokens=False).input_ids) > 1
+    ids, vllm_stop = stop_settings(tokenizer, "r1_zero", use_vllm=True)
+    assert ids == [] and vllm_stop["stop"] == ["</answer>"] and vllm_stop["include_stop_str_in_output"]
+    with pytest.raises(ValueError, match=r"mask_truncated_completions: .* span several tokens"):
+        grpo.main(["--stage", "r1_zero", "--template", "r1_zero", "--model_path", str(tmp_path / "model"),
+                   "--train_data", str(small_data_dir / "rl_prompts.parquet"), "--output_dir", str(tmp_path / "out"),
+                   "--use_vllm", "true", "--mask_truncated_completions", "true"])
