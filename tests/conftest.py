@@ -83,3 +83,16 @@ def qwen_style_model_dir(tiny_model_dir, tmp_path_factory) -> Path:
     generation.eos_token_id = tokenizer.eos_token_id
     generation.save_pretrained(directory)
     return directory
+
+
+@pytest.fixture(scope="session")
+def helpful_reward_model_dir(tiny_model_dir, small_data_dir, tmp_path_factory) -> Path:
+    """A helpful reward model trained briefly on the small data's preference pairs."""
+    from stages import reward_model
+
+    out = tmp_path_factory.mktemp("reward_models") / "helpful"
+    reward_model.main(["--kind", "helpful", "--model_path", str(tiny_model_dir), "--data",
+                       str(small_data_dir / "preferences_helpful.parquet"), "--output_dir", str(out),
+                       "--learning_rate", "1e-3", "--per_device_train_batch_size", "16", "--max_length", "128",
+                       "--save_steps", "1000"])
+    return out

@@ -22,15 +22,8 @@ def test_each_rank_uses_its_own_gpu(monkeypatch):
     assert process_device() == torch.device("cuda", 0)
 
 
-def test_reward_models_sit_on_the_device_they_are_given(tiny_model_dir, small_data_dir, tmp_path):
-    from stages import reward_model
-
-    helpful = tmp_path / "rm"
-    reward_model.main(["--kind", "helpful", "--model_path", str(tiny_model_dir), "--data",
-                       str(small_data_dir / "preferences_helpful.parquet"), "--output_dir", str(helpful),
-                       "--max_length", "64", "--per_device_train_batch_size", "16", "--num_train_epochs", "0.05",
-                       "--save_steps", "1000"])
-    (reward,) = build_model_rewards(str(helpful), "", torch.device("cpu"))
+def test_reward_models_sit_on_the_device_they_are_given(helpful_reward_model_dir):
+    (reward,) = build_model_rewards(str(helpful_reward_model_dir), "", torch.device("cpu"))
     assert reward.model.device == torch.device("cpu")
 
 

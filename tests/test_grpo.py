@@ -107,18 +107,12 @@ def test_r1_zero_stops_at_the_answer_tag(tiny_model_dir):
     assert stop_settings(tokenizer, "chat", use_vllm=False) == ([], {})
 
 
-def test_final_rl_routes_rewards_and_starts_the_general_phase_on_schedule(tiny_model_dir, small_data_dir, tmp_path):
-    from stages import reward_model
-
-    helpful = tmp_path / "rm_helpful"
-    reward_model.main(["--kind", "helpful", "--model_path", str(tiny_model_dir), "--data",
-                       str(small_data_dir / "preferences_helpful.parquet"), "--output_dir", str(helpful),
-                       "--learning_rate", "1e-3", "--per_device_train_batch_size", "16", "--max_length", "128",
-                       "--save_steps", "1000"])
+def test_final_rl_routes_rewards_and_starts_the_general_phase_on_schedule(tiny_model_dir, small_data_dir,
+                                                                         helpful_reward_model_dir, tmp_path):
     out = tmp_path / "r1"
     grpo.main(["--stage", "final_rl", "--template", "chat", "--model_path", str(tiny_model_dir),
                "--train_data", str(small_data_dir / "rl_prompts.parquet"),
-               "--general_data", str(small_data_dir / "rl_general.parquet"), "--helpful_reward_model", str(helpful),
+               "--general_data", str(small_data_dir / "rl_general.parquet"), "--helpful_reward_model", str(helpful_reward_model_dir),
                "--output_dir", str(out),
                "--rewards", "accuracy", "format", "helpful_rm", "--reward_weights", "1", "1", "1",
                "--general_phase_fraction", "0.5", "--general_share", "0.5", "--num_generations", "2",
