@@ -1,6 +1,7 @@
 """Chat turns stop with a Qwen-style tokenizer (eos <|endoftext|>, turns ending in <|im_end|>), on
 every path that samples: the saved model's generation config (what vLLM reads), the vLLM backend's
-sampling parameters, GRPO's vLLM generation settings, and the transformers backend."""
+sampling parameters, GRPO's vLLM generation settings, and the transformers backend; and vLLM gets its
+prompts tokenized as the transformers backend tokenizes them."""
 
 import json
 
@@ -10,7 +11,7 @@ from transformers import AutoTokenizer
 
 from stages import sft
 from stages.generation import SamplingSettings
-from stages.generation.vllm_backend import sampling_params
+from stages.generation.vllm_backend import sampling_params, token_prompts
 from stages.grpo import stop_settings
 from stages.tokenizer import END_OF_TEXT, IM_END, stop_token_ids
 
@@ -76,3 +77,17 @@ def test_r1_zero_on_vllm_refuses_masking_completions_that_stopped_at_a_multi_tok
         grpo.main(["--stage", "r1_zero", "--template", "r1_zero", "--model_path", str(tmp_path / "model"),
                    "--train_data", str(small_data_dir / "rl_prompts.parquet"), "--output_dir", str(tmp_path / "out"),
                    "--use_vllm", "true", "--mask_truncated_completions", "true"])
+
+
+def test_vllm_gets_the_prompts_tokenized_as_the_transformers_backend_does(qwen_style_model_dir):
+    """No special tokens added to a rendered prompt: a BOS-adding tokenizer would get a second BOS."""
+    from tokenizers import processors
+
+    tokenizer = AutoTokenizer.from_pretrained(qwen_style_model_dir)
+    bos = tokenizer.convert_tokens_to_ids(IM_END)  # stands in for Llama's <|begin_of_text|>
+    tokenizer._tokenizer.post_processor = processors.TemplateProcessing(single=f"{IM_END} $A",
+                                                                        special_tokens=[(IM_END, bos)])
+    prompt = f"{IM_END}user: What is 2 + 3?"  # a chat template that writes the BOS itself
+    assert tokenizer(prompt).input_ids[:2] == [bos, bos]  # what vLLM would do with the text
+    (tokens,) = token_prompts(tokenizer, [prompt])
+    assert tokens["prompt_token_ids"][:2] != [bos, bos] and tokens["prompt_token_ids"][0] == bos

@@ -13,6 +13,13 @@ def sampling_params(settings: SamplingSettings, tokenizer) -> dict:
             "include_stop_str_in_output": True, "stop_token_ids": stop_token_ids(tokenizer)}
 
 
+def token_prompts(tokenizer, prompts: list[str]) -> list[dict]:
+    """Prompts as token ids, tokenized as the transformers backend does: vLLM would add the tokenizer's
+    special tokens to a text prompt, and a chat template that already starts with BOS would get two
+    (Llama students)."""
+    return [{"prompt_token_ids": ids} for ids in tokenizer(prompts, add_special_tokens=False).input_ids]
+
+
 class VLLMGenerator:
     def __init__(self, model_path: str, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
                  max_model_len: int | None = None, dtype: str = "auto"):
@@ -32,6 +39,7 @@ class VLLMGenerator:
     def _generate(self, prompts: list[str], settings: SamplingSettings) -> list[list[Sample]]:
         from vllm import SamplingParams  # noqa: PLC0415
 
-        results = self.llm.generate(prompts, SamplingParams(**sampling_params(settings, self.tokenizer)))
+        results = self.llm.generate(token_prompts(self.tokenizer, prompts),
+                                    SamplingParams(**sampling_params(settings, self.tokenizer)))
         return [[Sample(out.text, len(out.token_ids), out.finish_reason == "stop") for out in result.outputs]
                 for result in results]
