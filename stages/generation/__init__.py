@@ -59,16 +59,25 @@ def clamp_to_context(requested: int | None, context: int | None) -> int | None:
     return requested or context
 
 
-def within_context(generate, tokenizer, prompts: list[str], settings: SamplingSettings,
-                   context: int | None) -> tuple[list[list[Sample]], int]:
-    """Samples for the prompts that leave room to generate in the model's context. A longer prompt gets
-    k empty, unfinished samples (scored as wrong, counted) instead of failing the whole call. Returns
-    the samples and the number of prompts too long."""
-    lengths = [len(ids) for ids in tokenizer(prompts, add_special_tokens=False).input_ids]
-    fits = [context is None or length < context for length in lengths]
-    generated = iter(generate([p for p, fit in zip(prompts, fits) if fit], settings) if any(fits) else [])
-    too_long = [Sample("", 0, False)] * settings.num_samples
-    return [next(generated) if fit else list(too_long) for fit in fits], fits.count(False)
+class ContextBoundGenerator:
+    """What both backends share: a prompt that leaves no room to generate in the model's context gets
+    k empty, unfinished samples (scored as wrong) instead of failing the whole call, and is counted.
+    A backend sets `tokenizer` and `context` and implements `_generate` for the prompts that fit."""
+
+    tokenizer = None
+    context: int | None = None
+    overlong_prompts = 0  # over this generator's life
+
+    def _generate(self, prompts: list[str], settings: SamplingSettings) -> list[list[Sample]]:
+        raise NotImplementedError
+
+    def generate(self, prompts: list[str], settings: SamplingSettings) -> list[list[Sample]]:
+        lengths = [len(ids) for ids in self.tokenizer(prompts, add_special_tokens=False).input_ids]
+        fits = [self.context is None or length < self.context for length in lengths]
+        self.overlong_prompts += fits.count(False)
+        generated = iter(self._generate([p for p, fit in zip(prompts, fits) if fit], settings) if any(fits) else [])
+        too_long = [Sample("", 0, False)] * settings.num_samples
+        return [next(generated) if fit else list(too_long) for fit in fits]
 
 
 def load_generator(model_path: str, backend: str = "transformers", **backend_options):

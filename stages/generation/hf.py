@@ -3,11 +3,11 @@
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from stages.generation import Sample, SamplingSettings, within_context
+from stages.generation import ContextBoundGenerator, Sample, SamplingSettings
 from stages.tokenizer import split_stop_strings, stop_token_ids
 
 
-class TransformersGenerator:
+class TransformersGenerator(ContextBoundGenerator):
     def __init__(self, model_path: str, batch_size: int = 64, dtype: str = "auto"):
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.tokenizer.padding_side = "left"
@@ -16,12 +16,6 @@ class TransformersGenerator:
         self.batch_size = batch_size
         self.end_ids = stop_token_ids(self.tokenizer)  # end of turn / document: not part of the text
         self.context = getattr(self.model.config, "max_position_embeddings", None)
-        self.overlong_prompts = 0  # prompts that left no room to generate, over this generator's life
-
-    def generate(self, prompts: list[str], settings: SamplingSettings) -> list[list[Sample]]:
-        samples, overlong = within_context(self._generate, self.tokenizer, prompts, settings, self.context)
-        self.overlong_prompts += overlong
-        return samples
 
     @torch.inference_mode()
     def _generate(self, prompts: list[str], settings: SamplingSettings) -> list[list[Sample]]:

@@ -1,6 +1,6 @@
 """vLLM backend for GPUs. Imported only when a config chooses it, so CPU installs never need vLLM."""
 
-from stages.generation import Sample, SamplingSettings, clamp_to_context, model_context, within_context
+from stages.generation import ContextBoundGenerator, Sample, SamplingSettings, clamp_to_context, model_context
 from stages.tokenizer import stop_token_ids
 
 
@@ -20,21 +20,16 @@ def token_prompts(tokenizer, prompts: list[str]) -> list[dict]:
     return [{"prompt_token_ids": ids} for ids in tokenizer(prompts, add_special_tokens=False).input_ids]
 
 
-class VLLMGenerator:
+class VLLMGenerator(ContextBoundGenerator):
     def __init__(self, model_path: str, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
                  max_model_len: int | None = None, dtype: str = "auto"):
         from vllm import LLM  # noqa: PLC0415  GPU-only dependency
 
+        # vLLM refuses a max_model_len above the model's, and a whole call for one prompt that long.
         self.context = clamp_to_context(max_model_len, model_context(model_path))
         self.llm = LLM(model=model_path, tensor_parallel_size=tensor_parallel_size,
                        gpu_memory_utilization=gpu_memory_utilization, max_model_len=self.context, dtype=dtype)
         self.tokenizer = self.llm.get_tokenizer()
-        self.overlong_prompts = 0  # vLLM refuses a whole call for one prompt of max_model_len tokens
-
-    def generate(self, prompts: list[str], settings: SamplingSettings) -> list[list[Sample]]:
-        samples, overlong = within_context(self._generate, self.tokenizer, prompts, settings, self.context)
-        self.overlong_prompts += overlong
-        return samples
 
     def _generate(self, prompts: list[str], settings: SamplingSettings) -> list[list[Sample]]:
         from vllm import SamplingParams  # noqa: PLC0415

@@ -33,10 +33,10 @@ def last_boxed(text: str) -> str | None:
     return next(iter(boxed_answers(text)), None)
 
 
-def committed_answer(text: str) -> str | None:
-    """The one answer a text boxes. Boxing several different answers hedges, and a hedge is no answer
-    (a real model writes "\\boxed{3} or \\boxed{5}"; the last box alone would score it right)."""
-    answers = boxed_answers(text)
+def one_answer(answers: list[str]) -> str | None:
+    """The one answer among a text's boxed answers. Boxing several different answers hedges, and a
+    hedge is no answer (a real model writes "\\boxed{3} or \\boxed{5}"; the last box alone would score
+    it right)."""
     if len({re.sub(r"\s+", "", answer) for answer in answers}) > 1:
         return None
     return next(iter(answers), None)
@@ -60,9 +60,10 @@ def extract_final_answer(completion: str, template: str) -> str | None:
         if end == -1 or start == -1:
             return None
         block = completion[start + len(ANSWER_OPEN): end]
-        answer = committed_answer(block) if BOXED in block else block
+        boxed = boxed_answers(block)
+        answer = one_answer(boxed) if boxed else block
     else:
-        answer = committed_answer(summary_of(completion))
+        answer = one_answer(boxed_answers(summary_of(completion)))
     if answer is None:
         return None
     answer = answer.strip()
