@@ -6,14 +6,17 @@
 #
 #   bench/gpu_smoke.sh                      # fetches Qwen/Qwen2.5-0.5B
 #   bench/gpu_smoke.sh /models/Qwen2.5-0.5B # a local model directory (no network needed)
+#   bench/gpu_smoke.sh --dry-run [model]    # only the plan and its commands (any machine; CI runs this)
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
+dry_run=false
+if [ "${1:-}" = "--dry-run" ]; then dry_run=true; shift; fi
 model="${1:-Qwen/Qwen2.5-0.5B}"
 workdir="${GPU_SMOKE_DIR:-$(mktemp -d /tmp/gpu-smoke.XXXXXX)}"
 config="$workdir/config.yaml"
 
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+$dry_run || nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 python - "$repo/configs/gpu-smoke.yaml" "$config" "$model" <<'PY'
 import sys, yaml
 source, target, model = sys.argv[1:]
@@ -22,6 +25,11 @@ config["base_model"] = {"name_or_path": model}
 config["distillation"]["students"]["small"] = {"name_or_path": model}
 yaml.safe_dump(config, open(target, "w"), sort_keys=False)
 PY
+
+if $dry_run; then
+    snakemake all -s "$repo/Snakefile" -d "$workdir" --cores 1 --configfile "$config" -n -p
+    exit
+fi
 
 # One GPU for every stage: a stage process that sees several refuses to start (stages.training.refuse_data_parallel)
 export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"

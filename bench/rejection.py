@@ -1,8 +1,9 @@
-"""Rejection-sampling throughput: `stages.rejection.main` end to end (read the generation shards,
-verify and filter every candidate, assemble the mixture with the general data, write
-mixture.parquet and the manifest) on a seeded synthetic pool shaped like Dev2's samples.
+"""Rejection-sampling throughput and memory: `python -m stages.rejection` end to end (stream the
+generation shards through the worker pool, verify and filter every candidate, assemble the mixture
+with the general data, write mixture.parquet and the manifest) on seeded synthetic pools shaped like
+Dev2's samples, one pool per size in `--candidates`.
 
-    .venv/bin/python bench/rejection.py --candidates 200000
+    .venv/bin/python bench/rejection.py --candidates 200000 600000
 
 The pool: `--samples_per_prompt` responses per prompt in the chat format (`<think>` block of a few
 hundred words in blank-line-separated paragraphs, then a summary with \\boxed{answer}); answers
@@ -12,29 +13,23 @@ before the summary, badly formatted, with Chinese in the reasoning, looping, wit
 paragraph or code in the reasoning, or duplicated. Written as JSONL shards in a temporary directory,
 with a small general parquet; the filters are those of `--config` (default configs/paper.yaml).
 
-The stage runs once, through its real command line; its phases are timed inside that one run by
-wrapping the module's own functions (read_shards, filter_reasoning, general_examples, assemble,
-staged_output: writing the mixture and the manifest). CPU time is this process plus its reaped
-children (the stage's worker processes and their math-verify processes). Prints candidates/s
-overall and per phase, how many cores the workers kept busy, the removals per reason, peak memory,
-a projection to `--paper_candidates` (CPU-hours, and wall hours on a `--node_cores` node if the
-workers keep every core busy), whether that meets the target (`--target_hours` of wall time on that
-node), and the command. `--num_workers 1` runs the stage in one process and also counts the
-verifier's symbolic calls and timeouts.
+Each size runs the stage once, as a process of its own with the Snakefile's flags. Printed per size:
+wall time, candidates/s, CPU (the stage, its workers and their math-verify processes), and peak RSS
+of the stage's main process (what grows with the pool, if anything does) and of its largest worker
+or verifier process (bounded by one chunk). Then how the main process's peak grows across sizes, a
+projection to `--paper_candidates` candidates of `--paper_chars` characters (CPU-hours, wall hours
+on a `--node_cores` node, memory), whether that meets the target, and the command.
 """
 
 import argparse
-import contextlib
-import io
 import json
 import math
 import os
 import random
-import resource
+import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -44,8 +39,8 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from stages import rejection as stage  # noqa: E402
 from stages.artifacts import read_manifest  # noqa: E402
+from stages.rejection import CHUNK_BYTES  # noqa: E402
 from stages.data.schema import SCHEMAS  # noqa: E402
 
 WORDS = """the of and to a in is that for it as with be by this are from or at an which we so if then
@@ -204,60 +199,31 @@ def write_general(path: Path, rows: int, seed: int) -> None:
     pq.write_table(pa.Table.from_pylist(table, schema=SCHEMAS["general"]), path)
 
 
-def cpu_now() -> tuple[float, float, float]:
+STAGE = """import resource, runpy, sys
+sys.argv[0] = "stages.rejection"
+try:
+    runpy.run_module("stages.rejection", run_name="__main__", alter_sys=True)  # workers unpickle __main__'s functions
+finally:
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.perf_counter(), own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+    print("rusage", own.ru_maxrss, children.ru_maxrss, own.ru_utime + own.ru_stime,
+          children.ru_utime + children.ru_stime, file=sys.stderr)
+"""
 
 
-class Phases:
-    """Wall and CPU (own, children) seconds of the stage's functions, timed inside the real run."""
+CHUNK_MIB = CHUNK_BYTES / 2**20
 
-    def __init__(self):
-        self.times: dict[str, list[float]] = {}
-        self.verifiers = []
 
-    def add(self, name: str, start: tuple[float, float, float]) -> None:
-        end = cpu_now()
-        self.times[name] = [a + (e - s) for a, e, s in zip(self.times.get(name, [0, 0, 0]), end, start)]
-
-    def wrap(self, name: str, function):
-        def timed(*args, **kwargs):
-            start = cpu_now()
-            try:
-                return function(*args, **kwargs)
-            finally:
-                self.add(name, start)
-        return timed
-
-    def wrap_output(self, staged_output):
-        @contextmanager
-        def timed(*args, **kwargs):
-            start = cpu_now()
-            with staged_output(*args, **kwargs) as value:
-                yield value
-            self.add("write", start)
-        return timed
-
-    @contextmanager
-    def installed(self):
-        saved = {name: getattr(stage, name) for name in
-                 ("read_shards", "filter_reasoning", "general_examples", "assemble", "staged_output", "AnswerVerifier")}
-        phases = self
-
-        class CountedVerifier(saved["AnswerVerifier"]):
-            def __init__(self, *args, **kwargs):
-                super().__init__(*args, **kwargs)
-                phases.verifiers.append(self)
-
-        for name in ("read_shards", "filter_reasoning", "general_examples", "assemble"):
-            setattr(stage, name, self.wrap(name, saved[name]))
-        stage.staged_output = self.wrap_output(saved["staged_output"])
-        stage.AnswerVerifier = CountedVerifier
-        try:
-            yield
-        finally:
-            for name, value in saved.items():
-                setattr(stage, name, value)
+def run_stage(argv: list[str]) -> dict:
+    """The stage as a process of its own; its own and its children's peak RSS (KiB) and CPU seconds."""
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", STAGE, *argv], cwd=REPO, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode:
+        raise SystemExit(f"the stage failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    fields = next(line for line in done.stderr.splitlines() if line.startswith("rusage ")).split()[1:]
+    main_kib, children_kib, own_cpu, children_cpu = int(fields[0]), int(fields[1]), float(fields[2]), float(fields[3])
+    return {"wall": wall, "main_mib": main_kib / 1024, "child_mib": children_kib / 1024, "own_cpu": own_cpu,
+            "children_cpu": children_cpu}
 
 
 def stage_argv(shards, general, output_dir, targets, filters: dict) -> list[str]:
@@ -272,7 +238,8 @@ def stage_argv(shards, general, output_dir, targets, filters: dict) -> list[str]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--candidates", type=int, default=200000)
+    parser.add_argument("--candidates", type=int, nargs="+", default=[200000],
+                        help="Pool sizes, each run by itself (ascending: the memory check compares the last to the first).")
     parser.add_argument("--samples_per_prompt", type=int, default=16)
     parser.add_argument("--shards", type=int, default=8, help="JSONL shard files the pool is split into.")
     parser.add_argument("--mean_words", type=float, default=600, help="Mean words of a <think> block.")
@@ -285,89 +252,73 @@ def main() -> None:
                              "for the length-scaled projection.")
     parser.add_argument("--node_cores", type=int, default=32)
     parser.add_argument("--target_hours", type=float, default=1.0, help="Wall-time target on the node.")
+    parser.add_argument("--max_memory_growth", type=float, default=1.3,
+                        help="Largest allowed ratio of the main process's peak RSS at the largest size to the smallest.")
     parser.add_argument("--num_workers", type=int, default=0,
                         help="The stage's worker processes (0: every CPU here, as the stage defaults).")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    sizes = sorted(args.candidates)
 
-    filters = yaml.safe_load(args.config.read_text())["rejection_sampling"]["filters"]
-    reasoning_target = round(args.candidates * 600_000 / args.paper_candidates)  # the paper's kept share
-    targets = {"math": reasoning_target, "general": max(1, reasoning_target // 3)}
-    filters = {**filters, "allow_shortfall": True,  # a short pool shows in `selected`, it does not fail the run
+    config_filters = yaml.safe_load(args.config.read_text())["rejection_sampling"]["filters"]
+    filters = {**config_filters, "allow_shortfall": True,  # a short pool shows in `selected`, it does not fail the run
                "num_workers": args.num_workers}
     workers = args.num_workers or len(os.sched_getaffinity(0))
+    print(f"filters ({args.config.name}): {json.dumps(filters)}; {workers} worker process(es)")
+    # The mixture's size is the config's, not the pool's: the same targets at every size (the paper's
+    # kept share of the smallest pool), so what grows with the pool shows alone.
+    reasoning_target = round(sizes[0] * 600_000 / args.paper_candidates)
+    targets = {"math": reasoning_target, "general": max(1, reasoning_target // 3)}
+    print(f"targets at every size: {json.dumps(targets)}")
+    print("candidates  prompts  shards MiB  mean chars  wall s  cand/s  CPU s  cores busy  main RSS MiB  "
+          "largest child RSS MiB")
+    results = []
+    for n in sizes:
+        with tempfile.TemporaryDirectory(prefix="bench-rejection-") as workdir:
+            workdir = Path(workdir)
+            shards, pool = write_pool(workdir, n, args.samples_per_prompt, args.shards, args.mean_words, args.seed)
+            write_general(workdir / "general.parquet", round(targets["general"] * 1.1) + 10, args.seed)
+            shard_mib = sum(Path(p).stat().st_size for p in shards) / 2**20
+            argv = stage_argv(shards, workdir / "general.parquet", workdir / "mixture", targets, filters)
+            measured = run_stage(argv + ["--work_dir", str(workdir / "work")])
+            metrics = read_manifest(workdir / "mixture")["metrics"]
+            rows = pq.read_metadata(workdir / "mixture" / "mixture.parquet").num_rows
+        cpu = measured["own_cpu"] + measured["children_cpu"]
+        results.append({"n": n, "chars": pool["chars"] / n, "cpu": cpu, **measured})
+        print(f"{n:>10,}  {pool['prompts']:>7,}  {shard_mib:>10,.0f}  {pool['chars'] / n:>10,.0f}  "
+              f"{measured['wall']:>6.1f}  {n / measured['wall']:>6,.0f}  {cpu:>5.1f}  {cpu / measured['wall']:>10.2f}  "
+              f"{measured['main_mib']:>12,.0f}  {measured['child_mib']:>21,.0f}")
+        print(f"    removed: {json.dumps(metrics['removed'])}; kept reasoning {metrics['kept_reasoning']:,}; "
+              f"selected {json.dumps(metrics['selected'])}; mixture rows {rows:,}")
 
-    with tempfile.TemporaryDirectory(prefix="bench-rejection-") as workdir:
-        workdir = Path(workdir)
-        started = time.perf_counter()
-        shards, pool = write_pool(workdir, args.candidates, args.samples_per_prompt, args.shards, args.mean_words,
-                                  args.seed)
-        write_general(workdir / "general.parquet", round(targets["general"] * 1.1) + 10, args.seed)
-        pool_s = time.perf_counter() - started
-        shard_bytes = sum(Path(p).stat().st_size for p in shards)
-
-        phases, log = Phases(), io.StringIO()
-        argv = stage_argv(shards, workdir / "general.parquet", workdir / "mixture", targets, filters)
-        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-        start = cpu_now()
-        with phases.installed(), contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-            stage.main(argv)
-        end = cpu_now()
-        metrics = read_manifest(workdir / "mixture")["metrics"]
-        mixture_rows = pq.read_metadata(workdir / "mixture" / "mixture.parquet").num_rows
-
-    wall, own, children = (e - s for e, s in zip(end, start))
-    cpu = own + children
-    n = args.candidates
-    print(f"pool: {n:,} candidates, {pool['prompts']:,} prompts x {args.samples_per_prompt} samples, "
-          f"{len(shards)} shards, {shard_bytes / 2**20:.0f} MiB JSONL, mean completion {pool['chars'] / n:,.0f} chars; "
-          f"built in {pool_s:.0f} s (not timed)")
-    print(f"pool defects as generated: {json.dumps(pool['defects'])}; correct answers drawn: {pool['correct']:,}")
-    print(f"filters ({args.config.name}): {json.dumps({k: v for k, v in filters.items()})}; "
-          f"targets: {json.dumps(targets)}")
-    print(f"stages.rejection.main with {workers} worker process(es): wall {wall:.1f} s, {n / wall:,.0f} candidates/s; "
-          f"CPU {cpu:.1f} s (own {own:.1f} s, worker and verifier processes {children:.1f} s), {n / cpu:,.0f} "
-          f"candidates per CPU-s; {cpu / wall:.2f} cores busy on average")
-    print("phase             wall s   cand/s (wall)   CPU s (own + workers)")
-    other = [wall, own, children]
-    for name in ("read_shards", "filter_reasoning", "general_examples", "assemble", "write"):
-        w, o, c = phases.times.get(name, [0.0, 0.0, 0.0])
-        other = [x - y for x, y in zip(other, (w, o, c))]
-        label = "write+manifest" if name == "write" else name
-        print(f"{label:<16} {w:>7.1f} {n / w if w else float('inf'):>15,.0f}   {o + c:>7.1f} ({o:.1f} + {c:.1f})")
-    print(f"{'other':<16} {other[0]:>7.1f} {'':>15}   {other[1] + other[2]:>7.1f} (parse flags, count prompts, "
-          "build conversations)")
-    print(f"removed: {json.dumps(metrics['removed'])}; kept reasoning {metrics['kept_reasoning']:,}; "
-          f"selected {json.dumps(metrics['selected'])}; mixture rows {mixture_rows:,}")
-    verifiers = phases.verifiers
-    if verifiers:  # only seen in this process: with worker processes each has its own
-        print(f"verifier: {sum(v.symbolic_calls for v in verifiers):,} symbolic (math-verify) calls, "
-              f"{sum(v.timeouts for v in verifiers)} timeouts, {sum(v.worker_deaths for v in verifiers)} worker deaths")
-    peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    held_gib = peak_gib - rss_before
-    print(f"peak RSS of this process: {peak_gib:.2f} GiB, {held_gib:.2f} GiB over the {rss_before:.2f} GiB before "
-          "the stage ran (it holds every candidate in memory)")
-
-    cpu_hours = cpu / n * args.paper_candidates / 3600
-    node_hours = cpu_hours / args.node_cores
-    print(f"projection to {args.paper_candidates:,} candidates (rate-based, this pool's completion length): "
-          f"{cpu_hours:.2f} CPU-hours; {node_hours:.2f} h wall on {args.node_cores} cores if the stage's worker "
-          f"processes keep every core busy (here {workers} worker(s) kept {cpu / wall:.2f} cores busy)")
-    stretch = args.paper_chars / (pool["chars"] / n)
-    long_cpu_hours = cpu * stretch / n * args.paper_candidates / 3600
-    print(f"length-scaled: at {args.paper_chars:,} characters a completion ({stretch:.1f}x this pool; all CPU scaled "
-          f"by that, an upper bound since answer verification does not grow with length): {long_cpu_hours:.2f} "
-          f"CPU-hours, {long_cpu_hours / args.node_cores:.2f} h on {args.node_cores} cores; memory about "
-          f"{held_gib / n * args.paper_candidates * stretch:,.0f} GiB to hold the pool")
+    first, last = results[0], results[-1]
+    growth = last["main_mib"] / first["main_mib"]
+    per_candidate = (last["main_mib"] - first["main_mib"]) / (last["n"] - first["n"]) if len(results) > 1 else 0.0
+    paper_mib = last["main_mib"] + max(per_candidate, 0.0) * (args.paper_candidates - last["n"])
+    if len(results) > 1:
+        print(f"memory: at {last['n'] / first['n']:.1f}x the candidates the main process's peak RSS is {growth:.2f}x "
+              f"({'within' if growth <= args.max_memory_growth else 'OVER'} {args.max_memory_growth}x); "
+              f"{per_candidate * 2**20:,.0f} bytes per candidate")
+    print(f"projection to {args.paper_candidates:,} candidates of {args.paper_chars:,} characters: main process about "
+          f"{paper_mib:,.0f} MiB (per-candidate state does not grow with length), each worker bounded by a "
+          f"{CHUNK_MIB:g} MiB chunk and its verifier processes (here {last['child_mib']:,.0f} MiB at most)")
+    cpu_hours = last["cpu"] / last["n"] * args.paper_candidates / 3600
+    stretch = args.paper_chars / last["chars"]
+    long_cpu_hours = cpu_hours * stretch
+    print(f"CPU: {cpu_hours:.2f} CPU-hours at this pool's length, {long_cpu_hours:.2f} scaled to {args.paper_chars:,} "
+          f"characters ({stretch:.1f}x; an upper bound, answer verification does not grow with length)")
     verdict = lambda hours: f"{'MET' if hours <= args.target_hours else 'NOT MET'} ({hours:.2f} h)"  # noqa: E731
     print(f"target: the full assembly under {args.target_hours:g} h wall on {args.node_cores} cores: "
-          f"{verdict(node_hours)} at this pool's length, {verdict(long_cpu_hours / args.node_cores)} at "
-          f"{args.paper_chars:,} characters")
-    print(f"command: python bench/rejection.py --candidates {args.candidates} --samples_per_prompt "
+          f"{verdict(cpu_hours / args.node_cores)} at this pool's length, "
+          f"{verdict(long_cpu_hours / args.node_cores)} at {args.paper_chars:,} characters")
+    print(f"command: python bench/rejection.py --candidates {' '.join(map(str, sizes))} --samples_per_prompt "
           f"{args.samples_per_prompt} --shards {args.shards} --mean_words {args.mean_words:g} --config "
           f"{args.config.relative_to(REPO) if args.config.is_relative_to(REPO) else args.config} "
           f"--paper_candidates {args.paper_candidates} --paper_chars {args.paper_chars} "
           f"--node_cores {args.node_cores} --num_workers {args.num_workers} --seed {args.seed}")
+    if len(results) > 1 and growth > args.max_memory_growth:
+        raise SystemExit(f"the main process's peak RSS grew {growth:.2f}x over {last['n'] / first['n']:.1f}x the "
+                         f"candidates (allowed: {args.max_memory_growth}x)")
 
 
 if __name__ == "__main__":

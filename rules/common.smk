@@ -2,18 +2,18 @@
 import json
 import os
 import shlex
+import sys
 
-from snakemake.utils import validate
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from stages.artifacts import MIXTURE, code_version
-from stages.config_checks import compute_settings, cross_field_errors
+from stages.config_checks import compute_settings, cross_field_errors, schema_errors
 from stages.templates import template_for_stage
 
-validate(config, schema="../configs/schema.yaml")
-CONFIG_ERRORS = cross_field_errors(config)
+CONFIG_ERRORS = schema_errors(config) or cross_field_errors(config)  # the second reads keys the first checked
 if CONFIG_ERRORS:
-    raise ValueError("invalid config:\n  " + "\n  ".join(CONFIG_ERRORS))
+    CONFIG_FILES = workflow.overwrite_configfiles or [os.path.join("configs", "tiny.yaml")]
+    raise ValueError(f"invalid config ({', '.join(map(str, CONFIG_FILES))}):\n  " + "\n  ".join(CONFIG_ERRORS))
 START_FROM = config.get("start_from", {})
 if START_FROM:
     from stages.start_from import artifact_problems
@@ -32,10 +32,14 @@ RUN_DIR = os.path.join(config["results_dir"], config["run_name"])
 # Compute jobs never reach the hub (clusters' compute nodes often cannot): data and models are
 # fetched into the run by local rules first, which opt back in with ONLINE.
 # The stage modules come from this checkout, also inside a container image (which holds only packages).
+# Outside containers, jobs run this workflow's own environment (the interpreter running Snakemake, and
+# its console scripts), whatever the caller's PATH holds.
+IN_CONTAINERS = DeploymentMethod.APPTAINER in workflow.deployment_settings.deployment_method
+OWN_PATH = "" if IN_CONTAINERS else f" PATH={shlex.quote(os.path.dirname(sys.executable))}:$PATH"
 shell.prefix(
     "set -euo pipefail; export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1"
     f" R1_CODE_VERSION={shlex.quote(code_version())} PYTHONPATH={shlex.quote(workflow.basedir)}"
-    "${{PYTHONPATH:+:$PYTHONPATH}}; "  # doubled braces: Snakemake formats the prefix too
+    "${{PYTHONPATH:+:$PYTHONPATH}}" + OWN_PATH + "; "  # doubled braces: Snakemake formats the prefix too
 )
 ONLINE = "env -u HF_HUB_OFFLINE -u HF_DATASETS_OFFLINE -u TRANSFORMERS_OFFLINE"
 
@@ -84,10 +88,15 @@ def student_base(student):
     return f"student_{student}"
 
 
+JUDGE = config["rejection_sampling"].get("judge")  # a generative judge for some domains; off when absent
+
+
 def pretrained_model_spec(stage):
-    """The `build` / `name_or_path` section of a pre-trained model (the base, or a student's)."""
+    """The `build` / `name_or_path` section of a pre-trained model (the base, a student's, the judge's)."""
     if stage == "base":
         return config["base_model"]
+    if stage == "judge":
+        return JUDGE
     if stage.startswith("student_"):
         return config["distillation"]["students"][stage.removeprefix("student_")]
     return None
@@ -102,7 +111,7 @@ def pretrained_source(stage):
 
 
 def pretrained_stages(source):
-    stages = ["base"] + [student_base(name) for name in config["distillation"]["students"]]
+    stages = ["base"] + [student_base(name) for name in config["distillation"]["students"]] + ["judge"] * bool(JUDGE)
     return [stage for stage in stages if pretrained_source(stage) == source]
 
 
@@ -155,7 +164,6 @@ def launcher(stage, module):
 
 
 # ---- containers: with --sdm apptainer every job runs in an image built from containers/ ------------
-IN_CONTAINERS = DeploymentMethod.APPTAINER in workflow.deployment_settings.deployment_method
 IMAGES = {"cpu": "containers/r1-cpu.sif", "gpu": "containers/r1-gpu.sif", **config.get("containers", {})}
 
 

@@ -2,6 +2,18 @@
 # filters and the mixture with the non-reasoning share (gather).
 
 
+def judge_inputs():
+    return {"judge": model_path("judge")} if JUDGE else {}
+
+
+def judge_args():
+    """rejection_sampling.judge as the stage's --judge_* flags (its model is an input)."""
+    if not JUDGE:
+        return ""
+    flags = {f"judge_{key}": value for key, value in JUDGE.items() if key not in ("name_or_path", "revision")}
+    return f"--judge_model {shlex.quote(model_path('judge'))} " + stage_args(flags)
+
+
 rule generate_shard:
     input:
         model=artifact("reasoning_rl"),
@@ -32,6 +44,7 @@ rule rejection_sampling:
     input:
         shards=all_shard_files(),
         general=data_file("general"),
+        **judge_inputs(),
     output:
         directory(result("mixture")),
     log:
@@ -43,6 +56,8 @@ rule rejection_sampling:
         template=template_for_stage("reasoning_rl"),
         language=config["reasoning_rl"].get("language", "en"),  # the language the RL stage rewarded
         args=stage_args(config["rejection_sampling"]["filters"]),
+        judge=judge_args(),
+        work=work_dir("rejection_sampling"),
     resources:
         **stage_resources("rejection_sampling"),
     container:
@@ -50,5 +65,5 @@ rule rejection_sampling:
     shell:
         "python -m stages.rejection --shards {input.shards} --general_data {input.general}"
         " --targets {params.targets} --template {params.template} --language {params.language}"
-        " --output_dir {output} --seed {config[seed]}"
-        " {params.args} > {log} 2>&1"
+        " --output_dir {output} --work_dir {params.work} --seed {config[seed]}"
+        " {params.args} {params.judge} > {log} 2>&1"

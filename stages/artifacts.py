@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
+from stages.model_card import write_model_card
+
 MANIFEST = "manifest.json"
 METRICS = "metrics.jsonl"
 MIXTURE = "mixture.parquet"  # the SFT mixture inside the rejection-sampling output
@@ -108,6 +110,7 @@ def staged_output(output_dir: str | os.PathLike, stage: str, config, inputs: dic
         "metrics": headline,
     }
     (partial / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    write_model_card(partial, json.loads((partial / MANIFEST).read_text()))  # a model directory gets its card
     if output_dir.exists():
         shutil.rmtree(output_dir)
     partial.rename(output_dir)

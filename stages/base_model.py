@@ -18,7 +18,7 @@ from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
 from stages.tokenizer import END_OF_TEXT, stop_token_ids, train_tokenizer
-from stages.training import (StopOnSignal, claim_work_dir, common_trainer_args, resume_checkpoint,
+from stages.training import (StopOnSignal, claim_work_dir, common_trainer_args, log_progress, resume_checkpoint,
                              run_fingerprint, save_model_for_publication, write_training_metrics)
 
 
@@ -92,6 +92,7 @@ def main(argv=None):
     stop = StopOnSignal()
     trainer = Trainer(model=model, args=args, train_dataset=blocks, data_collator=collator,
                       processing_class=tokenizer, callbacks=[stop])
+    log_progress(trainer)
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
     stop.exit_if_stopped(trainer)
 

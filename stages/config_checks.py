@@ -1,7 +1,13 @@
-"""Config rules that a JSON schema cannot state (they relate two keys). The workflow runs these
-right after schema validation, before any job starts; each message names the keys."""
+"""The config's checks, run by the workflow before any job starts: the JSON schema (configs/schema.yaml),
+reported one short line per problem with the key's path and the fix, then the rules a schema cannot
+state (they relate two keys). Each message names the keys."""
 
+import difflib
+import re
 from pathlib import Path
+
+import yaml
+from jsonschema import Draft202012Validator
 
 GRPO_SECTIONS = ("r1_zero", "reasoning_rl", "final_rl")
 # Stages that stages.launch can spread over several GPUs and nodes; the others run one process.
@@ -9,6 +15,76 @@ LAUNCHED_STAGES = GRPO_SECTIONS + ("cold_start_sft", "mixture_sft", "distill", "
 # Data sets the main line reads, beyond the evaluation sets.
 TRAINING_SETS = ("rl_prompts", "cold_start", "general", "rl_general", "preferences_helpful", "preferences_harmless")
 REPO = Path(__file__).resolve().parent.parent
+
+
+SCHEMA = REPO / "configs" / "schema.yaml"
+LAYERING = "--configfile configs/tiny.yaml yours.yaml"  # a partial config, layered on a whole one
+YAML_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def key_path(parts) -> str:
+    """`a.b[2].c`, as a user would point at the key in the YAML file."""
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+def known_keys(node: dict, root: dict) -> set[str]:
+    """The property names a schema node allows, following local $refs and allOf/anyOf/oneOf."""
+    keys = set(node.get("properties", {}))
+    if "$ref" in node:
+        target = root
+        for part in node["$ref"].removeprefix("#/").split("/"):
+            target = target[part]
+        keys |= known_keys(target, root)
+    for combinator in ("allOf", "anyOf", "oneOf"):
+        for branch in node.get(combinator, []):
+            keys |= known_keys(branch, root)
+    return keys
+
+
+def explain(error, root: dict) -> list[str]:
+    where = key_path(error.absolute_path)
+    if error.validator in ("additionalProperties", "unevaluatedProperties") and isinstance(error.instance, dict):
+        allowed = known_keys(error.schema, root)
+        lines = []
+        for key in sorted(k for k in error.instance if k not in allowed):
+            close = difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.6)
+            hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(sorted(allowed))}"
+            lines.append(f"{key_path([*error.absolute_path, key])}: unknown key; {hint}")
+        return lines
+    if error.validator == "type" and isinstance(error.instance, str) and YAML_NUMBER.fullmatch(error.instance.strip()):
+        mantissa, exponent = f"{float(error.instance):e}".split("e")
+        mantissa = mantissa.rstrip("0") + ("0" if mantissa.rstrip("0").endswith(".") else "")
+        number = f"{mantissa}e{int(exponent):+d}" if "e" in error.instance.lower() else error.instance.strip()
+        return [f"{where}: {error.instance!r} is a string to YAML, not a number: write {number} "
+                "(YAML reads an exponent as a number only with a dot and a sign: 3.0e-5, 1.0e+3)"]
+    if error.validator in ("oneOf", "anyOf"):
+        allowed = sorted({value for branch in error.validator_value for value in branch.get("enum", [])}
+                         | {branch["const"] for branch in error.validator_value if "const" in branch})
+        patterns = [branch["pattern"] for branch in error.validator_value if "pattern" in branch]
+        if allowed:
+            return [f"{where}: {error.instance!r} is not one of {allowed}"
+                    + "".join(f" or a name matching {pattern}" for pattern in patterns)]
+    if error.validator == "required":
+        names = [name for name in error.validator_value if name not in error.instance]
+        return [f"{key_path([*error.absolute_path, name])}: missing (required; configs/tiny.yaml shows one)"
+                for name in names]
+    return [f"{where}: {error.message}"]
+
+
+def schema_errors(config: dict, schema_path: Path = SCHEMA) -> list[str]:
+    """One short line per schema violation, sorted by key; a config missing most top-level sections
+    is a partial one, and gets one line on layering it instead of a line per section."""
+    schema = yaml.safe_load(schema_path.read_text())
+    errors = sorted(Draft202012Validator(schema).iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    missing = [e for e in errors if e.validator == "required" and not e.absolute_path]
+    missing_sections = [name for name in schema.get("required", []) if name not in config]
+    if missing and len(missing_sections) > len(schema.get("required", [])) // 2:
+        return [f"the config has no {', '.join(missing_sections)}: a config file sets every section; to change a "
+                f"few keys, layer yours on a whole config: {LAYERING}"]
+    return [line for error in errors for line in explain(error, schema)]
 
 
 CPU_KEYS = ("cpus_per_task", "cpus_per_gpu")  # sbatch takes one or the other, never both
@@ -45,6 +121,12 @@ def compute_errors(config: dict) -> list[str]:
         accelerate = settings.get("accelerate_config")
         if accelerate and not (REPO / accelerate).is_file() and not Path(accelerate).is_file():
             errors.append(f"compute.{stage}.accelerate_config: no file {accelerate}")
+    judge = config.get("rejection_sampling", {}).get("judge", {})
+    judge_gpus = judge.get("vllm_tensor_parallel_size", 1)
+    if judge.get("backend") == "vllm" and "compute" in config and \
+            compute_settings(config, "rejection_sampling").get("gpu", 0) < judge_gpus:
+        errors.append(f"rejection_sampling.judge runs on vLLM over {judge_gpus} GPU(s) inside the rejection_sampling job: "
+                      f"set compute.rejection_sampling.gpu to at least {judge_gpus}")
     return errors
 
 

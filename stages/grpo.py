@@ -26,7 +26,7 @@ from stages.rewards.functions import Accuracy, RewardSettings, build_reward_func
 from stages.rewards.grading import gold_problem
 from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt, training_prompt
 from stages.tokenizer import split_stop_strings, stop_token_ids
-from stages.training import (AcceleratorOptions, StopOnSignal, claim_work_dir, common_trainer_args,
+from stages.training import (AcceleratorOptions, StopOnSignal, claim_work_dir, common_trainer_args, log_progress,
                              process_device, refuse_data_parallel, resume_checkpoint, run_fingerprint,
                              save_model_for_publication, write_training_metrics)
 
@@ -264,6 +264,7 @@ def main(argv=None):
     stop = StopOnSignal()
     trainer = GRPOTrainer(model=model, reward_funcs=reward_functions, args=args, train_dataset=dataset,
                           processing_class=tokenizer, callbacks=[stop, StageMetrics(accuracy, phase_start)])
+    log_progress(trainer)
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
     stop.exit_if_stopped(trainer)
 

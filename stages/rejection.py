@@ -2,24 +2,36 @@
 
     python -m stages.rejection --shards results/tiny/rejection_sampling/shards/*.jsonl \
         --general_data results/tiny/data/general.parquet --targets math=600 general=200 \
-        --output_dir results/tiny/mixture
+        --output_dir results/tiny/mixture --work_dir results/tiny/.work/rejection_sampling
 
 Reasoning rows keep only responses whose final answer is correct (rule-based; a code row's program
-must pass its tests in the sandbox), well formatted, in one language, without long paragraphs, code
-blocks in the reasoning or repetition; at most `max_per_prompt` per prompt, deduplicated.
-Non-reasoning rows come from the general instruction data with their references (the paper reused
-DeepSeek-V3's SFT data). Each domain is filled to its
-target count; a domain that falls short fails the stage, naming what to raise, unless
-`allow_shortfall`. Every filter's removals are counted in the manifest.
+must pass its tests in the sandbox; a domain named in `judge_domains` is judged by a model instead),
+well formatted, in one language, without long paragraphs, code blocks in the reasoning or
+repetition; at most `max_per_prompt` per prompt, deduplicated. Non-reasoning rows come from the
+general instruction data with their references (the paper reused DeepSeek-V3's SFT data). Each
+domain is filled to its target count; a domain that falls short fails the stage, naming what to
+raise, unless `allow_shortfall`. Every filter's removals are counted in the manifest.
+
+At the paper's scale the pool is millions of long responses, more than a node's memory: the shards
+stream through a pool of worker processes in line-aligned chunks, and the stage keeps only what
+selection needs (per-prompt counts, 64-bit digests for deduplication, each kept candidate's place in
+its shard); the selected rows are read back from the shards when the mixture is written. Every
+verified chunk's verdicts are appended to `work_dir`, so a killed stage (or a rerun with other
+targets) verifies only what it had not.
 """
 
+import hashlib
 import json
 import os
 import random
 import re
-from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+import time
+from array import array
+from collections import Counter, deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -27,6 +39,9 @@ import pyarrow.parquet as pq
 from stages.artifacts import MIXTURE, staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import SCHEMAS, normalize_prompt, read_table
+from stages.generation import BackendOptions, load_generator
+from stages.judge import Judge, parse_verdict
+from stages.rewards.answers import extract_final_answer, summary_of
 from stages.rewards.format import is_well_formatted
 from stages.rewards.grading import Grader
 from stages.rewards.language import reasoning_of, target_language_share
@@ -56,7 +71,40 @@ class RejectionConfig:
         "help": "Run code rows' programs without namespace isolation where bubblewrap is missing (unsafe)."})
     num_workers: int = field(default=0, metadata={
         "help": "Processes that verify and filter candidates (0: every CPU this job may use)."})
+    work_dir: str = field(default="", metadata={
+        "help": "Where verified chunks' verdicts (and the judge's) are kept for a rerun. Default: <output_dir>.work"})
+    judge_model: str = field(default="", metadata={"help": "A model directory that judges `judge_domains` (off: '')."})
+    judge_domains: list[str] = field(default_factory=list, metadata={
+        "help": "Domains whose answers no rule can check: the judge model decides their correctness."})
+    judge_backend: str = field(default="transformers", metadata={"help": "transformers (CPU or GPU) or vllm (GPU)."})
+    judge_batch_size: int = field(default=64, metadata={
+        "help": "Candidates per judge call; the judge's verdicts are saved after each."})
+    judge_max_new_tokens: int = field(default=8, metadata={"help": "Room for the one-word verdict."})
+    judge_vllm_tensor_parallel_size: int = field(default=1)
+    judge_vllm_gpu_memory_utilization: float = field(default=0.9)
+    judge_vllm_max_model_len: int = field(default=0, metadata={"help": "0: the judge model's context."})
     seed: int = field(default=0)
+
+    def __post_init__(self):
+        self.work_dir = self.work_dir or f"{self.output_dir}.work"
+        if bool(self.judge_model) != bool(self.judge_domains):
+            raise ValueError("a judge needs both judge_model and judge_domains (rejection_sampling.judge: "
+                             "name_or_path and domains)")
+        if NON_REASONING in self.judge_domains:
+            raise ValueError(f"judge_domains names '{NON_REASONING}', the non-reasoning share, which is not sampled")
+
+    def verdict_fingerprint(self) -> dict:
+        """The settings a candidate's verdict depends on; targets, seed and the judge's model do not."""
+        unrelated = {"shards", "general_data", "output_dir", "targets", "max_per_prompt", "allow_shortfall",
+                     "num_workers", "work_dir", "seed"}
+        return {k: v for k, v in asdict(self).items() if k not in unrelated and not k.startswith("judge_")} | {
+            "judge_domains": sorted(self.judge_domains)}
+
+    def judge_options(self) -> BackendOptions:
+        return BackendOptions(backend=self.judge_backend, batch_size=self.judge_batch_size,
+                              vllm_tensor_parallel_size=self.judge_vllm_tensor_parallel_size,
+                              vllm_gpu_memory_utilization=self.judge_vllm_gpu_memory_utilization,
+                              vllm_max_model_len=self.judge_vllm_max_model_len)
 
     def target_counts(self) -> dict[str, int]:
         counts = {}
@@ -66,22 +114,6 @@ class RejectionConfig:
                 raise ValueError(f"target {item!r} is not DOMAIN=COUNT")
             counts[domain] = int(count)
         return counts
-
-
-def read_shards(paths: list[str]) -> list[dict]:
-    rows = []
-    for path in paths:
-        with open(path, encoding="utf-8") as f:
-            for number, line in enumerate(f, start=1):
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
-                missing = [k for k in SHARD_FIELDS if k not in row]
-                if missing:
-                    raise ValueError(f"{path}:{number}: missing field(s) {missing}")
-                rows.append(row)
-    return rows
 
 
 def repeated_ngram_share(text: str, n: int = 4) -> float:
@@ -104,9 +136,10 @@ class Filters:
 
     def reason_to_drop(self, row: dict) -> str | None:
         config, text = self.config, row["completion"]
-        (correct,) = self.grader.grade_many([self.grader.answer(text, row)], [row])
-        if not correct:
-            return "incorrect"
+        if row["domain"] not in config.judge_domains:  # a judged domain's correctness is decided later
+            (correct,) = self.grader.grade_many([self.grader.answer(text, row)], [row])
+            if not correct:
+                return "incorrect"
         if not is_well_formatted(text, config.template):
             return "bad_format"
         reasoning = reasoning_of(text)
@@ -121,55 +154,252 @@ class Filters:
         return None
 
 
-CHUNK = 2000  # candidates per task of the worker pool
+CHUNK_BYTES = 4 << 20  # shard text per task of the worker pool (about a thousand 4K-character candidates)
+IN_FLIGHT_PER_WORKER = 2  # chunks queued per worker: enough to keep it busy, few enough to bound memory
 
 _filters: Filters | None = None  # one per pool worker, with its own math-verify processes and sandbox
 
 
-def _start_filters(config: RejectionConfig) -> None:
+@dataclass(frozen=True)
+class Chunk:
+    """A line-aligned byte range of one shard: the unit of verification and of the verdict log."""
+
+    shard: int  # index into the stage's shard list
+    path: str
+    start: int
+    end: int
+    stamp: tuple[int, int]  # the shard's size and mtime: a regenerated shard does not match its old verdicts
+
+    def identity(self) -> list:
+        return [self.path, *self.stamp, self.start, self.end]
+
+
+def shard_chunks(paths: list[str], chunk_bytes: int) -> Iterator[Chunk]:
+    for shard, path in enumerate(paths):
+        status = os.stat(path)
+        stamp = (status.st_size, status.st_mtime_ns)
+        with open(path, "rb") as f:
+            start = 0
+            while start < status.st_size:
+                f.seek(min(start + chunk_bytes, status.st_size) - 1)
+                f.readline()  # to the end of the line the range would cut
+                end = f.tell()
+                yield Chunk(shard, path, start, end, stamp)
+                start = end
+
+
+def line_number(path: str, offset: int) -> int:
+    with open(path, "rb") as f:
+        return f.read(offset).count(b"\n") + 1
+
+
+def parse_line(line: bytes, path: str, offset: int) -> dict:
+    try:
+        row = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}:{line_number(path, offset)}: not JSON ({getattr(error, 'msg', error)})") from None
+    missing = [k for k in SHARD_FIELDS if k not in row] if isinstance(row, dict) else list(SHARD_FIELDS)
+    if missing:
+        raise ValueError(f"{path}:{line_number(path, offset)}: missing field(s) {missing}")
+    return row
+
+
+def read_row(f, offset: int, length: int) -> dict:
+    f.seek(offset)
+    return json.loads(f.read(length))
+
+
+def duplicate_key(row: dict) -> int:
+    """A 64-bit digest of (prompt, whitespace-normalized response): the stage keeps digests, not text."""
+    text = f"{row['id']}\0{' '.join(row['completion'].split())}"
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
+def verify_chunk(chunk: Chunk, filters: Filters | None = None) -> list[list]:
+    """[offset, length, reason to drop (None: keep), prompt id, domain, duplicate key] per candidate."""
+    filters = filters or _filters
+    with open(chunk.path, "rb") as f:
+        f.seek(chunk.start)
+        data = f.read(chunk.end - chunk.start)
+    verdicts, position = [], 0
+    while position < len(data):
+        end = data.find(b"\n", position)
+        end = len(data) if end == -1 else end + 1
+        offset = chunk.start + position
+        row = parse_line(data[position:end], chunk.path, offset)
+        verdicts.append([offset, end - position, filters.reason_to_drop(row), row["id"], row["domain"],
+                         duplicate_key(row)])
+        position = end
+    return verdicts
+
+
+def _start_filters(config: "RejectionConfig") -> None:
     global _filters
     _filters = Filters(config)
 
 
-def _reasons_to_drop(rows: list[dict]) -> list[str | None]:
-    return [_filters.reason_to_drop(row) for row in rows]
+class VerdictLog:
+    """Verified chunks, appended in order to a file outside the outputs. A rerun (after a kill, or with
+    other targets) reuses the longest prefix that matches today's shards and filter settings, and
+    verifies the rest: at paper scale verification is CPU-hours."""
 
+    def __init__(self, path: Path, fingerprint: dict):
+        self.path, self.reused = path, 0
+        header = json.dumps({"fingerprint": fingerprint}, sort_keys=True).encode() + b"\n"
+        self.reader = open(path, "rb") if path.exists() else None
+        if self.reader is not None and self.reader.readline() != header:
+            self.reader.close()
+            self.reader = None
+        if self.reader is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(header)
+        self.matched_end = len(header)  # the file's verified prefix ends here
+        self.writer = None
 
-def drop_reasons(rows: list[dict], config: RejectionConfig) -> list[str | None]:
-    """Each candidate's reason to drop (None: keep), in order; chunks of candidates go to a pool of
-    processes, since verifying and filtering millions of long responses is CPU-bound."""
-    workers = config.num_workers or len(os.sched_getaffinity(0))
-    chunks = [rows[i:i + CHUNK] for i in range(0, len(rows), CHUNK)]
-    if workers == 1 or len(chunks) <= 1:
-        filters = Filters(config)
+    def recall(self, chunk: Chunk) -> list[list] | None:
+        if self.reader is None:
+            return None
+        line = self.reader.readline()
         try:
-            return [filters.reason_to_drop(row) for row in rows]
-        finally:
-            filters.grader.close()
-    with ProcessPoolExecutor(min(workers, len(chunks)), initializer=_start_filters, initargs=(config,)) as pool:
-        return [reason for chunk in pool.map(_reasons_to_drop, chunks) for reason in chunk]
+            record = json.loads(line) if line.endswith(b"\n") else None
+        except json.JSONDecodeError:
+            record = None  # torn by a kill mid-write
+        if record is not None and record["chunk"] == chunk.identity():
+            self.matched_end = self.reader.tell()
+            self.reused += 1
+            return record["verdicts"]
+        self._stop_recalling()
+        return None
+
+    def _stop_recalling(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
+        with open(self.path, "r+b") as f:
+            f.truncate(self.matched_end)
+
+    def record(self, chunk: Chunk, verdicts: list[list]) -> None:
+        if self.writer is None:
+            self._stop_recalling()
+            self.writer = open(self.path, "ab")
+        self.writer.write(json.dumps({"chunk": chunk.identity(), "verdicts": verdicts}).encode() + b"\n")
+        self.writer.flush()  # a kill loses at most the chunks in flight
+
+    def close(self) -> None:
+        for f in (self.reader, self.writer):
+            if f is not None:
+                f.close()
 
 
-def filter_reasoning(rows: list[dict], config: RejectionConfig) -> tuple[list[dict], Counter]:
-    removed, kept, seen = Counter(), [], set()
-    for row, reason in zip(rows, drop_reasons(rows, config)):
-        key = (row["id"], " ".join(row["completion"].split()))
-        if reason is None and key in seen:
-            reason = "duplicate"
-        if reason:
-            removed[reason] += 1
-            continue
-        seen.add(key)
-        kept.append(row)
-    random.Random(config.seed).shuffle(kept)
-    per_prompt, capped = Counter(), []
-    for row in kept:
-        per_prompt[row["id"]] += 1
-        if per_prompt[row["id"]] > config.max_per_prompt:
-            removed["over_max_per_prompt"] += 1
-        else:
-            capped.append(row)
-    return capped, removed
+class Candidates:
+    """What selection needs from the verified pool, without the text: per-prompt counts, removal
+    counts, digests for deduplication, and each kept candidate's place in its shard."""
+
+    def __init__(self):
+        self.prompt_index: dict[str, int] = {}  # prompt id -> index into `candidates_per_prompt`
+        self.candidates_per_prompt: list[int] = []
+        self.domains: list[str] = []
+        self.removed: Counter = Counter()
+        self.seen: set[int] = set()
+        self.total = 0
+        # kept candidates, in shard order
+        self.shard, self.offset, self.length = array("I"), array("q"), array("I")
+        self.prompt, self.domain = array("I"), array("H")
+
+    def add(self, chunk: Chunk, verdicts: list[list]) -> None:
+        for offset, length, reason, prompt_id, domain, key in verdicts:
+            self.total += 1
+            prompt = self.prompt_index.setdefault(prompt_id, len(self.prompt_index))
+            if prompt == len(self.candidates_per_prompt):
+                self.candidates_per_prompt.append(0)
+            self.candidates_per_prompt[prompt] += 1
+            if domain not in self.domains:
+                self.domains.append(domain)
+            if reason is None and key in self.seen:
+                reason = "duplicate"
+            if reason:
+                self.removed[reason] += 1
+                continue
+            self.seen.add(key)
+            for column, value in ((self.shard, chunk.shard), (self.offset, offset), (self.length, length),
+                                  (self.prompt, prompt), (self.domain, self.domains.index(domain))):
+                column.append(value)
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+    def drop(self, indices: set[int]) -> None:
+        keep = [i for i in range(len(self)) if i not in indices]
+        for name in ("shard", "offset", "length", "prompt", "domain"):
+            column = getattr(self, name)
+            setattr(self, name, array(column.typecode, (column[i] for i in keep)))
+
+    def read(self, paths: list[str], indices: list[int]) -> dict[int, dict]:
+        """The rows of some kept candidates, each shard opened once, read in file order."""
+        rows, by_shard = {}, {}
+        for i in indices:
+            by_shard.setdefault(self.shard[i], []).append(i)
+        for shard, members in by_shard.items():
+            with open(paths[shard], "rb") as f:
+                for i in sorted(members, key=self.offset.__getitem__):
+                    rows[i] = read_row(f, self.offset[i], self.length[i])
+        return rows
+
+
+def done(result) -> Future:
+    future = Future()
+    future.set_result(result)
+    return future
+
+
+def verify_pool(config: "RejectionConfig", log: VerdictLog) -> Candidates:
+    """Streams the shards through the worker pool, chunk by chunk, in order: memory holds the chunks in
+    flight and the kept candidates' places, never the pool."""
+    workers = config.num_workers or len(os.sched_getaffinity(0))
+    total_bytes = sum(os.path.getsize(p) for p in config.shards)
+    candidates, done_bytes, started, last_report = Candidates(), 0, time.time(), 0.0
+    pool = ProcessPoolExecutor(workers, initializer=_start_filters, initargs=(config,)) if workers > 1 else None
+    local = Filters(config) if pool is None else None
+    in_flight: deque = deque()
+
+    def finish_oldest() -> None:
+        nonlocal done_bytes, last_report
+        chunk, future, verified = in_flight.popleft()
+        verdicts = future.result()
+        if verified:
+            log.record(chunk, verdicts)
+        candidates.add(chunk, verdicts)
+        done_bytes += chunk.end - chunk.start
+        elapsed = time.time() - started
+        if elapsed - last_report >= 30 or done_bytes == total_bytes:
+            last_report = elapsed
+            eta = elapsed / done_bytes * (total_bytes - done_bytes)
+            print(f"verified {done_bytes / 2**20:,.1f}/{total_bytes / 2**20:,.1f} MiB of shards, "
+                  f"{candidates.total:,} candidates, {len(candidates):,} kept; {elapsed:,.0f} s elapsed, "
+                  f"ETA {eta:,.0f} s", flush=True)
+
+    try:
+        for chunk in shard_chunks(config.shards, CHUNK_BYTES):
+            recalled = log.recall(chunk)
+            if recalled is not None:
+                in_flight.append((chunk, done(recalled), False))
+            elif pool is None:
+                in_flight.append((chunk, done(verify_chunk(chunk, local)), True))
+            else:
+                in_flight.append((chunk, pool.submit(verify_chunk, chunk), True))
+            while len(in_flight) > IN_FLIGHT_PER_WORKER * workers:
+                finish_oldest()
+        while in_flight:
+            finish_oldest()
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+        if local is not None:
+            local.grader.close()
+    if log.reused:
+        print(f"reused the verdicts of {log.reused} chunk(s) from {log.path}", flush=True)
+    return candidates
+
 
 
 def reasoning_example(row: dict) -> dict:
@@ -206,33 +436,116 @@ def assemble(pools: dict[str, list[dict]], targets: dict[str, int], allow_shortf
     return mixture
 
 
+def judge_candidates(config: RejectionConfig, candidates: Candidates) -> dict:
+    """Lets the judge model decide the kept candidates of `judge_domains`, in batches whose verdicts
+    are appended to a log, so a rerun judges only what it had not. A candidate judged incorrect, or
+    whose reply is no verdict, is dropped and counted."""
+    judged = {candidates.domains.index(d) for d in config.judge_domains if d in candidates.domains}
+    pending = [i for i in range(len(candidates)) if candidates.domain[i] in judged]
+    stamps = [(path, os.stat(path).st_size, os.stat(path).st_mtime_ns) for path in config.shards]
+    place = lambda i: (*stamps[candidates.shard[i]], candidates.offset[i])  # noqa: E731
+    log_path = Path(config.work_dir) / "judged.jsonl"
+    header = json.dumps({"judge": {
+        "model": os.path.abspath(config.judge_model), "backend": config.judge_backend,
+        "max_new_tokens": config.judge_max_new_tokens, "template": config.template, "seed": config.seed}},
+        sort_keys=True) + "\n"
+    lines = log_path.read_text(encoding="utf-8").splitlines(keepends=True) if log_path.exists() else []
+    records = [json.loads(line) for line in lines[1:] if line.endswith("\n")] if lines[:1] == [header] else []
+    verdicts = {tuple(record["place"]): record["verdict"] for record in records}  # a torn line is judged again
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w", encoding="utf-8") as f:  # rewritten without a torn line or another judge's verdicts
+        f.write(header + "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
+    todo = [i for i in pending if place(i) not in verdicts]
+    print(f"judge: {len(pending):,} candidates of {sorted(config.judge_domains)}, {len(pending) - len(todo):,} "
+          f"judged before", flush=True)
+    if todo:
+        generator = load_generator(config.judge_model, config.judge_backend, **config.judge_options().backend_kwargs())
+        judge = Judge(generator, config.judge_max_new_tokens, config.seed)
+        started = time.time()
+        with open(log_path, "a", encoding="utf-8") as log:
+            for start in range(0, len(todo), config.judge_batch_size):
+                batch = todo[start:start + config.judge_batch_size]
+                rows = candidates.read(config.shards, batch)
+                replies = judge.replies(
+                    [rows[i]["prompt"] for i in batch], [str(rows[i]["solution"]) for i in batch],
+                    [extract_final_answer(rows[i]["completion"], config.template) or summary_of(rows[i]["completion"])
+                     for i in batch])
+                for i, reply in zip(batch, replies):
+                    verdicts[place(i)] = parse_verdict(reply)
+                    record = {"place": place(i), "verdict": verdicts[place(i)], "reply": reply[:200]}
+                    log.write(json.dumps(record, ensure_ascii=False) + "\n")
+                log.flush()
+                done_count, elapsed = start + len(batch), time.time() - started
+                print(f"judged {done_count:,}/{len(todo):,}; {elapsed:,.0f} s elapsed, "
+                      f"ETA {elapsed / done_count * (len(todo) - done_count):,.0f} s", flush=True)
+    outcome = Counter({True: "correct", False: "incorrect", None: "not_judged"}[verdicts[place(i)]] for i in pending)
+    candidates.drop({i for i in pending if verdicts[place(i)] is not True})
+    candidates.removed.update({reason: outcome[reason] for reason in ("incorrect", "not_judged") if outcome[reason]})
+    return {"candidates": len(pending), **{k: outcome[k] for k in ("correct", "incorrect", "not_judged")}}
+
+
+def cap_per_prompt(candidates: Candidates, config: RejectionConfig) -> list[int]:
+    """At most max_per_prompt kept candidates per prompt, chosen at random (seeded)."""
+    order = list(range(len(candidates)))
+    random.Random(config.seed).shuffle(order)
+    per_prompt, capped = Counter(), []
+    for i in order:
+        per_prompt[candidates.prompt[i]] += 1
+        if per_prompt[candidates.prompt[i]] > config.max_per_prompt:
+            candidates.removed["over_max_per_prompt"] += 1
+        else:
+            capped.append(i)
+    return capped
+
+
+WRITE_BATCH = 4096  # mixture rows read back from the shards and written per parquet row group
+
+
+def write_mixture(path: Path, mixture: list, candidates: Candidates, shards: list[str]) -> None:
+    """The mixture in its order; a reasoning row (an int: a kept candidate) is read back from its shard."""
+    with pq.ParquetWriter(path, SCHEMAS["sft"]) as writer:
+        for start in range(0, len(mixture), WRITE_BATCH):
+            batch = mixture[start:start + WRITE_BATCH]
+            rows = candidates.read(shards, [item for item in batch if isinstance(item, int)])
+            examples = [reasoning_example(rows[item]) if isinstance(item, int) else item for item in batch]
+            writer.write_table(pa.Table.from_pylist(examples, schema=SCHEMAS["sft"]))
+
+
 def main(argv=None):
     config = parse_config(RejectionConfig, argv)
     print_config(config)
     targets = config.target_counts()
-    candidates = read_shards(config.shards)
-    samples_per_prompt = max(Counter(row["id"] for row in candidates).values(), default=0)
-    known = {row["domain"] for row in candidates} | {NON_REASONING}
+    log = VerdictLog(Path(config.work_dir) / "verdicts.jsonl", config.verdict_fingerprint())
+    try:
+        candidates = verify_pool(config, log)
+    finally:
+        log.close()
+    known = set(candidates.domains) | {NON_REASONING}
     unknown = [domain for domain in targets if domain not in known]
     if unknown:
         raise ValueError(f"targets name domain(s) {unknown} that no sampled prompt has (domains: {sorted(known)})")
-    kept, removed = filter_reasoning(candidates, config)
-    pools: dict[str, list[dict]] = {}
-    for row in kept:
-        pools.setdefault(row["domain"], []).append(reasoning_example(row))
+    judged = judge_candidates(config, candidates) if config.judge_model else None
+    capped = cap_per_prompt(candidates, config)
+    pools: dict[str, list] = {}
+    for i in capped:
+        pools.setdefault(candidates.domains[candidates.domain[i]], []).append(i)
     pools[NON_REASONING] = general_examples(config.general_data)
+    samples_per_prompt = max(candidates.candidates_per_prompt, default=0)
     mixture = assemble(pools, targets, config.allow_shortfall, config.seed, samples_per_prompt, config.max_per_prompt)
 
     inputs = {"general_data": config.general_data, **{f"shard_{i}": p for i, p in enumerate(config.shards)}}
+    if config.judge_model:
+        inputs["judge_model"] = config.judge_model
     with staged_output(config.output_dir, "rejection_sampling", config, inputs) as (scratch, headline):
-        pq.write_table(pa.Table.from_pylist(mixture, schema=SCHEMAS["sft"]), scratch / MIXTURE)
-        selected = Counter(row["domain"] for row in mixture)
+        write_mixture(scratch / MIXTURE, mixture, candidates, config.shards)
         headline.update({
-            "candidates": len(candidates),
-            "removed": dict(removed),
-            "kept_reasoning": len(kept),
+            "candidates": candidates.total,
+            "removed": dict(candidates.removed),
+            "kept_reasoning": len(capped),
+            **({"judged": judged} if judged is not None else {}),
             "available": {domain: len(pool) for domain, pool in pools.items()},
-            "selected": dict(selected),
+            "selected": dict(Counter(candidates.domains[candidates.domain[item]] if isinstance(item, int)
+                                     else item["domain"] for item in mixture)),
             "total": len(mixture),
         })
     print(f"mixture: {json.dumps(headline)}")

@@ -27,7 +27,7 @@ from trl import RewardConfig, RewardTrainer
 from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
-from stages.training import (AcceleratorOptions, StopOnSignal, claim_work_dir, common_trainer_args,
+from stages.training import (AcceleratorOptions, StopOnSignal, claim_work_dir, common_trainer_args, log_progress,
                              refuse_data_parallel, resume_checkpoint, run_fingerprint,
                              save_model_for_publication, write_training_metrics)
 
@@ -123,6 +123,7 @@ def main(argv=None):
     stop = StopOnSignal()
     trainer = RewardTrainer(model=model, args=args, train_dataset=conversational_pairs(train),
                             processing_class=tokenizer, callbacks=[stop])
+    log_progress(trainer)
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
     stop.exit_if_stopped(trainer)
     # Every process scores (a ZeRO-3 model's forward pass needs them all); the main one reports.

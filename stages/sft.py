@@ -18,7 +18,7 @@ from trl import SFTConfig, SFTTrainer
 from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
-from stages.training import (AcceleratorOptions, StopOnSignal, claim_work_dir, common_trainer_args,
+from stages.training import (AcceleratorOptions, StopOnSignal, claim_work_dir, common_trainer_args, log_progress,
                              refuse_data_parallel, resume_checkpoint, run_fingerprint,
                              save_model_for_publication, write_training_metrics)
 
@@ -92,6 +92,7 @@ def main(argv=None):
     model = AutoModelForCausalLM.from_pretrained(config.model_path, **config.model_kwargs(config.deepspeed))
     stop = StopOnSignal()
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=[stop])
+    log_progress(trainer)
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
     stop.exit_if_stopped(trainer)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 from transformers import GenerationConfig, TrainerCallback
+from transformers.trainer_callback import PrinterCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from transformers.utils import GENERATION_CONFIG_NAME
 
@@ -187,6 +188,48 @@ class StopOnSignal(TrainerCallback):
             print(f"stopped at step {trainer.state.global_step} by {signal.Signals(self.received).name}; "
                   f"a rerun resumes from the checkpoint saved there", flush=True)
             sys.exit(128 + self.received)
+
+
+def duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class ProgressLog(TrainerCallback):
+    """One line per logging step in the stage's log, in place of the Trainer's raw dicts:
+    `step 40/200 (20%) | 0:03:10 elapsed, ETA 0:12:40 | loss 0.412 | reward 0.55 | accuracy 0.50 | lr 2.0e-05`.
+    The ETA is this process's pace over the steps it ran (a resumed run counts from its checkpoint)."""
+
+    SHOWN = (("loss", "loss"), ("reward", "reward"), ("accuracy", "accuracy"), ("learning_rate", "lr"))
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started, self.first_step = time.time(), state.global_step
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs:
+            return
+        logs = dict(logs)
+        if "train_runtime" in logs:  # the Trainer's summary at the end
+            print(f"done: {state.global_step} steps in {duration(logs['train_runtime'])}", flush=True)
+            return
+        elapsed = time.time() - self.started
+        ran, total = state.global_step - self.first_step, state.max_steps
+        eta = duration(elapsed / ran * (total - state.global_step)) if ran else "?"
+        fields = [f"step {state.global_step}/{total} ({state.global_step / max(total, 1):.0%})",
+                  f"{duration(elapsed)} elapsed, ETA {eta}"]
+        for key, label in self.SHOWN:
+            value = logs.pop(key, None)
+            if value is None:  # e.g. TRL's rewards/accuracy/mean
+                value = next((logs.pop(k) for k in list(logs) if key in k and k.endswith("/mean")), None)
+            if isinstance(value, (int, float)):
+                fields.append(f"{label} {value:.2e}" if label == "lr" else f"{label} {value:.4g}")
+        print(" | ".join(fields), flush=True)
+
+
+def log_progress(trainer) -> None:
+    """The trainer's log lines become ProgressLog's (the full history still goes to metrics.jsonl)."""
+    trainer.remove_callback(PrinterCallback)
+    trainer.add_callback(ProgressLog())
 
 
 def write_training_metrics(trainer, output_dir) -> list[dict]:

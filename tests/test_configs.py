@@ -107,6 +107,10 @@ def test_a_hub_config_must_name_every_data_set_a_stage_reads(tmp_path, venv_env)
     ({"data": {"hub": {"sets": {"eval_aime24": [{"path": "x", "feilds": {}}]}}}}, ["feilds"]),
     ({"compute": {"r1_zero": {"gpus": 8}}}, ["gpus", "compute"]),
     ({"base_model": {"name_or_path": "Qwen/Qwen2.5-7B", "sft": {"learning_rate": 1e-5}}}, ["base_model.sft"]),
+    ({"rejection_sampling": {"judge": {"name_or_path": "Qwen/Qwen2.5-72B-Instruct", "domains": ["math"],
+                                       "backend": "vllm", "vllm_tensor_parallel_size": 4}}},
+     ["set compute.rejection_sampling.gpu to at least 4"]),
+    ({"compute": {"r1_zero": {"gpus": 8}}}, ["compute.r1_zero.gpus: unknown key; did you mean 'gpu'?"]),
 ])
 def test_real_config_mistakes_are_named(tmp_path, venv_env, override, named):
     config = merged(load("qwen2.5-1.5b"), override)

@@ -14,7 +14,7 @@ CURVE_KEYS = ("reward", "rewards/accuracy/mean", "rewards/format/mean", "complet
               "clip_ratio/region_mean", "frac_reward_zero_std", "accuracy/verify_timeouts")
 
 
-def test_r1_zero_grpo_trains_and_writes_curves(tiny_model_dir, small_data_dir, tmp_path):
+def test_r1_zero_grpo_trains_and_writes_curves(tiny_model_dir, small_data_dir, tmp_path, capsys):
     out = tmp_path / "r1_zero"
     grpo.main(["--stage", "r1_zero", "--template", "r1_zero", "--model_path", str(tiny_model_dir),
                "--train_data", str(small_data_dir / "rl_prompts.parquet"), "--output_dir", str(out),
@@ -28,6 +28,11 @@ def test_r1_zero_grpo_trains_and_writes_curves(tiny_model_dir, small_data_dir, t
     assert (out / "training_curves.png").stat().st_size > 10_000
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["stage"] == "r1_zero" and "last_reward" in manifest["metrics"]
+    progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
+    assert [line.split(" (")[0] for line in progress] == ["step 1/3", "step 2/3", "step 3/3"]
+    assert all(" | reward " in line and " | accuracy " in line and " ETA " in line for line in progress), progress
+    card = (out / "README.md").read_text()
+    assert card.startswith("# R1-Zero") and "data/templates/r1_zero.txt" in card
     model = AutoModelForCausalLM.from_pretrained(out)
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     # The stop at </answer> was for this stage's sampling only.

@@ -1,13 +1,20 @@
 import json
 import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
 
 import pyarrow.parquet as pq
 import pytest
 
 from stages import generate, rejection
 from stages.generate import completed_prompts, shard_rows
-from stages.rejection import RejectionConfig, assemble, filter_reasoning, longest_paragraph, repeated_ngram_share
+from stages.rejection import RejectionConfig, assemble, longest_paragraph, repeated_ngram_share
 from stages.rewards.sandbox import isolation_problem
+from tests.snakemake_helpers import REPO
 
 GOOD = "<think>\n2 + 3 = 5\n</think>\n\nThe answer is \\boxed{5}."
 
@@ -18,11 +25,28 @@ def _row(pid, sample, completion, solution="5", domain="math"):
 
 
 def _config(**overrides):
-    return RejectionConfig(shards=[], general_data="", output_dir="", targets=["math=1"],
-                           max_paragraph_chars=100, **overrides)
+    return RejectionConfig(**{"shards": [], "general_data": "", "output_dir": "out", "targets": ["math=1"],
+                              "max_paragraph_chars": 100, **overrides})
 
 
-def test_each_filter_removes_its_case_and_counts_it():
+def _write_shards(directory, rows, shards=1):
+    """Rows round-robin over JSONL shard files, as generation writes them."""
+    paths = [directory / f"shard-{i}.jsonl" for i in range(shards)]
+    for i, path in enumerate(paths):
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows[i::shards]))
+    return paths
+
+
+def _run(tmp_path, rows, general, *flags, shards=1, targets=("math=1000",), name="mixture"):
+    """The stage through its command line; returns the mixture rows and the manifest's metrics."""
+    paths = _write_shards(tmp_path, rows, shards) if rows is not None else sorted(tmp_path.glob("shard-*.jsonl"))
+    out = tmp_path / name
+    rejection.main(["--shards", *map(str, paths), "--general_data", str(general), "--targets", *targets,
+                    "--output_dir", str(out), "--work_dir", str(tmp_path / "work"), "--max_paragraph_chars", "100", "--allow_shortfall", "true", *flags])
+    return pq.read_table(out / "mixture.parquet").to_pylist(), json.loads((out / "manifest.json").read_text())["metrics"]
+
+
+def test_each_filter_removes_its_case_and_counts_it(small_data_dir, tmp_path):
     rows = [
         _row("a", 0, GOOD),
         _row("a", 1, GOOD.replace("\\boxed{5}", "\\boxed{6}")),                          # incorrect
@@ -34,39 +58,126 @@ def test_each_filter_removes_its_case_and_counts_it():
         _row("a", 2, GOOD + " "),                                                          # duplicate of a/0
         _row("g", 0, GOOD), _row("g", 1, GOOD.replace("The answer", "So the answer")),     # one over max_per_prompt
     ]
-    kept, removed = filter_reasoning(rows, _config())
-    assert dict(removed) == {"incorrect": 1, "bad_format": 1, "mixed_language": 1, "long_paragraph": 1,
-                             "code_in_reasoning": 1, "repetition": 1, "duplicate": 1, "over_max_per_prompt": 1}
-    assert sorted(r["id"] for r in kept) == ["a", "g"]
-    assert len(rows) == len(kept) + sum(removed.values())
+    mixture, metrics = _run(tmp_path, rows, small_data_dir / "general.parquet", "--num_workers", "1",
+                            targets=("math=1000",))
+    assert metrics["removed"] == {"incorrect": 1, "bad_format": 1, "mixed_language": 1, "long_paragraph": 1,
+                                  "code_in_reasoning": 1, "repetition": 1, "duplicate": 1, "over_max_per_prompt": 1}
+    assert sorted(r["id"].split("-")[0] for r in mixture) == ["a", "g"]
+    assert len(rows) == metrics["kept_reasoning"] + sum(metrics["removed"].values())
 
 
-def test_worker_processes_give_the_single_process_verdicts_in_order(monkeypatch):
-    rows = [_row(f"p{i}", s, GOOD.replace("\\boxed{5}", f"\\boxed{{{answer}}}"), solution="5")
-            for i in range(30) for s, answer in enumerate(["5", "6", "\\sqrt{25}", "10/2", "5.0"])]
-    monkeypatch.setattr(rejection, "CHUNK", 7)  # 150 candidates in 22 chunks, over 2 processes
-    parallel = rejection.drop_reasons(rows, _config(num_workers=2))
-    single = rejection.drop_reasons(rows, _config(num_workers=1))
-    assert parallel == single
-    assert parallel.count("incorrect") == 30 and parallel.count(None) == 120
+def _in_memory_mixture(rows, config, general):
+    """The stage's selection as it was before it streamed (every candidate in memory): the reference
+    that the streaming stage must match row for row."""
+    filters = rejection.Filters(config)
+    removed, kept, seen = Counter(), [], set()
+    for row in rows:
+        reason = filters.reason_to_drop(row)
+        key = (row["id"], " ".join(row["completion"].split()))
+        if reason is None and key in seen:
+            reason = "duplicate"
+        if reason:
+            removed[reason] += 1
+            continue
+        seen.add(key)
+        kept.append(row)
+    filters.grader.close()
+    random.Random(config.seed).shuffle(kept)
+    per_prompt, pools = Counter(), {}
+    for row in kept:
+        per_prompt[row["id"]] += 1
+        if per_prompt[row["id"]] > config.max_per_prompt:
+            removed["over_max_per_prompt"] += 1
+        else:
+            pools.setdefault(row["domain"], []).append(rejection.reasoning_example(row))
+    pools["general"] = rejection.general_examples(general)
+    return assemble(pools, config.target_counts(), True, config.seed, 5, config.max_per_prompt), removed
 
 
-def test_code_rows_are_kept_when_their_program_passes_its_tests():
-    if isolation_problem() and os.environ.get("R1_REQUIRE_SANDBOX") != "1":
-        pytest.skip(isolation_problem())
+def _pool(prompts=40):
+    """Five samples per prompt: right, wrong, equivalent forms, a duplicate, a defect."""
+    rows = []
+    for i in range(prompts):
+        for s, answer in enumerate(["5", "6", "\\sqrt{25}", "10/2", "5"]):
+            text = GOOD.replace("\\boxed{5}", f"\\boxed{{{answer}}}").replace("2 + 3", f"2 + 3 (try {s % 4})")
+            rows.append(_row(f"p{i}", s, text if i % 7 else text.replace("<think>", "")))
+    return rows
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_streaming_gives_the_in_memory_verdicts_mixture_and_order(small_data_dir, tmp_path, monkeypatch, workers):
+    rows, general = _pool(), small_data_dir / "general.parquet"
+    monkeypatch.setattr(rejection, "CHUNK_BYTES", 1500)  # 200 candidates in ~50 chunks over 3 shards
+    mixture, metrics = _run(tmp_path, rows, general, "--num_workers", str(workers), "--max_per_prompt", "2",
+                            shards=3, targets=("math=50", "general=7"))
+    config = _config(max_per_prompt=2, targets=["math=50", "general=7"])
+    # the reference reads the shards in the stage's order: shard by shard
+    expected, removed = _in_memory_mixture([r for i in range(3) for r in rows[i::3]], config, general)
+    assert mixture == expected
+    assert metrics["removed"] == dict(removed) and metrics["candidates"] == len(rows)
+    assert metrics["selected"] == {"math": 50, "general": 7}
+
+
+def test_a_rerun_reuses_the_verified_chunks_and_verifies_a_torn_rest(small_data_dir, tmp_path, monkeypatch, capsys):
+    general = small_data_dir / "general.parquet"
+    monkeypatch.setattr(rejection, "CHUNK_BYTES", 1500)
+    first, _ = _run(tmp_path, _pool(), general, "--num_workers", "1", targets=("math=30",))
+    log = tmp_path / "work" / "verdicts.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    assert len(lines) > 10
+    log.write_text("".join(lines[:6]) + lines[6][:40])  # what a kill mid-write leaves
+    capsys.readouterr()
+    again, _ = _run(tmp_path, None, general, "--num_workers", "1", targets=("math=30",), name="again")
+    assert "reused the verdicts of 5 chunk(s)" in capsys.readouterr().out
+    assert again == first and log.read_text().splitlines(keepends=True) == lines
+    # other filter settings: nothing is reused
+    _run(tmp_path, None, general, "--num_workers", "1", "--min_language_share", "0.5", targets=("math=30",),
+         name="other")
+    assert "reused" not in capsys.readouterr().out
+
+
+def test_a_killed_stage_resumes_from_its_verified_chunks(small_data_dir, tmp_path, venv_env):
+    """A real kill (SIGKILL, as Slurm's time limit ends in) mid-verification, then a rerun."""
+    paths = _write_shards(tmp_path, _pool(prompts=400), shards=2)
+    out, work = tmp_path / "mixture", tmp_path / "work"
+    log = work / "verdicts.jsonl"
+    script = ("import sys; from stages import rejection; rejection.CHUNK_BYTES = 1500; rejection.main(sys.argv[1:])")
+    argv = [sys.executable, "-c", script, "--shards", *map(str, paths), "--general_data",
+            str(small_data_dir / "general.parquet"), "--targets", "math=100", "--output_dir", str(out),
+            "--work_dir", str(work), "--max_paragraph_chars", "100", "--num_workers", "1"]
+    job = subprocess.Popen(argv, env=venv_env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not log.exists() or log.read_bytes().count(b"\n") < 6):
+        time.sleep(0.05)
+    job.kill()
+    job.wait()
+    verified = log.read_bytes().count(b"\n") - 1
+    assert job.returncode == -signal.SIGKILL and not out.exists(), "the stage finished before it was killed"
+    assert verified >= 5
+    rerun = subprocess.run(argv, env=venv_env, cwd=REPO, capture_output=True, text=True, check=True)
+    assert f"reused the verdicts of {verified} chunk(s)" in rerun.stdout or \
+        f"reused the verdicts of {verified + 1} chunk(s)" in rerun.stdout  # one more may land between count and kill
+    assert json.loads((out / "manifest.json").read_text())["metrics"]["candidates"] == 2000
+
+
+@pytest.mark.skipif(bool(isolation_problem()) and os.environ.get("R1_REQUIRE_SANDBOX") != "1",
+                    reason="no sandbox for code rows")
+def test_code_rows_are_kept_when_their_program_passes_its_tests(small_data_dir, tmp_path):
     tests = json.dumps([{"input": "", "output": "11\n"}])
     answer = lambda code: f"<think>\nfour times two is eight\n</think>\n\n```python\n{code}\n```"  # noqa: E731
     rows = [dict(_row("c", 0, answer("print(3 + 4 * 2)"), solution="", domain="code"), tests=tests),
             dict(_row("c", 1, answer("print(14)"), solution="", domain="code"), tests=tests),
             dict(_row("d", 0, "<think>\nno program\n</think>\n\n11", solution="", domain="code"), tests=tests)]
-    kept, removed = filter_reasoning(rows, _config(max_per_prompt=2, max_repeated_ngram_share=0.9))
-    assert [(r["id"], r["sample"]) for r in kept] == [("c", 0)] and dict(removed) == {"incorrect": 2}
+    mixture, metrics = _run(tmp_path, rows, small_data_dir / "general.parquet", "--max_per_prompt", "2",
+                            "--max_repeated_ngram_share", "0.9", targets=("code=5",))
+    assert [r["id"] for r in mixture] == ["c-s0"] and metrics["removed"] == {"incorrect": 2}
 
 
-def test_code_answers_in_the_summary_are_kept():
+def test_code_answers_in_the_summary_are_kept(small_data_dir, tmp_path):
     completion = "<think>\nprint the sum\n</think>\n\n```python\nprint(2 + 3)\n```\nThe answer is \\boxed{5}."
-    kept, removed = filter_reasoning([_row("a", 0, completion)], _config(max_repeated_ngram_share=0.9))
-    assert len(kept) == 1 and not removed
+    mixture, metrics = _run(tmp_path, [_row("a", 0, completion)], small_data_dir / "general.parquet",
+                            "--max_repeated_ngram_share", "0.9")
+    assert len(mixture) == 1 and not metrics["removed"]
 
 
 def test_helpers():
@@ -161,8 +272,62 @@ def test_rejection_cli_writes_the_mixture_and_counts_that_add_up(small_data_dir,
     assert scores == [1.0, 1.0]
 
 
-def test_a_broken_shard_line_is_named(tmp_path):
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_broken_shard_line_is_named(small_data_dir, tmp_path, workers):
     shard = tmp_path / "shard-3.jsonl"
-    shard.write_text(json.dumps(_row("p1", 0, GOOD)) + "\n{oops\n")
-    with pytest.raises(ValueError, match=r"shard-3\.jsonl:2: not JSON"):
-        rejection.read_shards([str(shard)])
+    shard.write_text(json.dumps(_row("p1", 0, GOOD)) + "\n" + json.dumps(_row("p2", 0, GOOD)) + "\n{oops\n")
+    with pytest.raises(ValueError, match=r"shard-3\.jsonl:3: not JSON"):
+        rejection.main(["--shards", str(shard), "--general_data", str(small_data_dir / "general.parquet"),
+                        "--targets", "math=1", "--output_dir", str(tmp_path / "out"), "--num_workers", workers])
+    shard.write_text(json.dumps({"id": "p1"}) + "\n")
+    with pytest.raises(ValueError, match=r"shard-3\.jsonl:1: missing field\(s\) \['sample'"):
+        rejection.main(["--shards", str(shard), "--general_data", str(small_data_dir / "general.parquet"),
+                        "--targets", "math=1", "--output_dir", str(tmp_path / "out"), "--num_workers", workers])
+
+
+def test_judge_verdicts_are_parsed_strictly():
+    from stages.judge import parse_verdict
+
+    assert parse_verdict("CORRECT") is True and parse_verdict(" incorrect.\n") is False
+    assert parse_verdict("Correct") is True
+    for reply in ("", "CORRECT or INCORRECT", "I think CORRECT", "CORRECTINCORRECT", "correct!", "yes"):
+        assert parse_verdict(reply) is None, reply
+
+
+def test_a_judge_model_decides_its_domains_and_a_rerun_reuses_its_verdicts(tiny_model_dir, small_data_dir, tmp_path,
+                                                                            capsys):
+    """The plumbing, with a tiny model as the judge: its replies are mostly no verdict at all, which
+    is the point of parsing strictly (how good a judge is, is the chosen model's matter)."""
+    from stages.judge import Judge
+    from stages.generation import load_generator
+
+    rows = [_row(f"q{i}", 0, GOOD.replace("\\boxed{5}", f"\\boxed{{{i}}}"), solution=str(i), domain="open_qa")
+            for i in range(6)] + [_row("m", 0, GOOD), _row("m", 1, GOOD.replace("5}", "6}"))]
+    flags = ("--judge_model", str(tiny_model_dir), "--judge_domains", "open_qa", "--judge_batch_size", "4",
+             "--num_workers", "1")
+    mixture, metrics = _run(tmp_path, rows, small_data_dir / "general.parquet", *flags,
+                            targets=("open_qa=6", "math=1"))
+    judged = metrics["judged"]
+    assert judged["candidates"] == 6 == judged["correct"] + judged["incorrect"] + judged["not_judged"]
+    assert sum(r["domain"] == "open_qa" for r in mixture) == judged["correct"]
+    assert metrics["removed"].get("not_judged", 0) == judged["not_judged"]
+    assert metrics["removed"]["incorrect"] == 1 + judged["incorrect"]  # math is still graded by rule
+    log = (tmp_path / "work" / "judged.jsonl").read_text().splitlines()
+    assert len(log) == 1 + 6
+    # The verdicts are the model's replies, parsed: the same prompts give the same replies here.
+    judge = Judge(load_generator(str(tiny_model_dir)), 8)
+    replies = judge.judge([r["prompt"] for r in rows[:6]], [r["solution"] for r in rows[:6]],
+                          [r["solution"] for r in rows[:6]])
+    assert [json.loads(line)["verdict"] for line in log[1:]] == replies
+    assert all(json.loads(line)["place"][0].endswith("shard-0.jsonl") for line in log[1:])
+    capsys.readouterr()
+    again, _ = _run(tmp_path, None, small_data_dir / "general.parquet", *flags, targets=("open_qa=6", "math=1"),
+                    name="again")
+    assert "6 judged before" in capsys.readouterr().out and again == mixture
+
+
+def test_a_judge_needs_a_model_and_domains():
+    with pytest.raises(ValueError, match="judge_model and judge_domains"):
+        _config(judge_domains=["open_qa"])
+    with pytest.raises(ValueError, match="'general', the non-reasoning share"):
+        _config(judge_model="m", judge_domains=["general"])

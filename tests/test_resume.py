@@ -37,7 +37,8 @@ def stage_process(directory: Path) -> int | None:
 
 
 def logged_steps(log: Path) -> int:
-    return log.read_text().count("'reward':") if log.exists() else 0
+    """Steps the stage has logged (stages.training.ProgressLog: one `step N/M | …` line each)."""
+    return sum(line.startswith("step ") for line in log.read_text().splitlines()) if log.exists() else 0
 
 
 def training_rows(directory: Path) -> list[dict]:

@@ -1,4 +1,5 @@
 import json
+import re
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -10,7 +11,7 @@ from stages.data.schema import SCHEMAS
 from tests.conftest import SMALL_DATA
 
 
-def test_sft_lowers_the_loss_on_cold_start_data(tiny_model_dir, small_data_dir, tmp_path):
+def test_sft_lowers_the_loss_on_cold_start_data(tiny_model_dir, small_data_dir, tmp_path, capsys):
     out = tmp_path / "dev1"
     sft.main(["--model_path", str(tiny_model_dir), "--train_data", str(small_data_dir / "cold_start.parquet"),
               "--output_dir", str(out), "--stage", "cold_start_sft", "--learning_rate", "3e-3",
@@ -18,11 +19,20 @@ def test_sft_lowers_the_loss_on_cold_start_data(tiny_model_dir, small_data_dir, 
               "--logging_steps", "2", "--save_steps", "1000"])
     losses = [row["loss"] for row in map(json.loads, (out / "metrics.jsonl").open()) if "loss" in row]
     assert len(losses) >= 5
+    # the log reads as progress: one line per logging step with step N/M, elapsed, ETA and the loss
+    progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
+    assert len(progress) == len(losses)
+    assert re.fullmatch(r"step 2/\d+ \(\d+%\) \| \d+:\d\d:\d\d elapsed, ETA \d+:\d\d:\d\d \| loss [\d.]+ \| lr [\d.e+-]+",
+                        progress[0]), progress[0]
     assert losses[-1] < 0.7 * losses[0]
     manifest = json.loads((out / "manifest.json").read_text())
     examples = SMALL_DATA["num_cold_start"] + SMALL_DATA["num_cold_start_code"]
     assert manifest["stage"] == "cold_start_sft" and manifest["metrics"]["examples"] == examples
     AutoModelForCausalLM.from_pretrained(out)
+    # the published directory carries a model card made from the manifest
+    card = (out / "README.md").read_text()
+    assert card.startswith("# Dev1 (cold-start SFT)") and str(tiny_model_dir) in card
+    assert "- learning_rate: 0.003" in card and "apply_chat_template" in card
 
 
 def test_loss_falls_on_the_assistant_answer_only(tiny_model_dir, tmp_path):

@@ -18,11 +18,11 @@ def test_dry_run_of_the_embedded_tiny_config_lists_the_dag(tmp_path, venv_env):
 
 
 @pytest.mark.parametrize("override, named", [
-    ({"cold_start_sft": {"learnin_rate": 1e-3}}, ["learnin_rate", "cold_start_sft"]),
-    ({"seed": "zero"}, ["'zero' is not of type 'integer'", "seed"]),
+    ({"cold_start_sft": {"learnin_rate": 1e-3}}, ["cold_start_sft.learnin_rate: unknown key; did you mean 'learning_rate'?"]),
+    ({"mixture_sft": {"learning_rate": "3e-5"}}, ["mixture_sft.learning_rate: '3e-5' is a string to YAML", "write 3.0e-5"]),
+    ({"seed": "zero"}, ["seed: 'zero' is not of type 'integer'"]),
     ({"evaluation": {"settings": {"num_samples": 0}}}, ["0 is less than the minimum of 1", "num_samples"]),
-    ({"evaluation": {"models": ["base", "dev9"]}},
-     ["'dev9' is not valid under any of the given schemas", "['evaluation']['models'][1]"]),
+    ({"evaluation": {"models": ["base", "dev9"]}}, ["evaluation.models[1]: 'dev9' is not one of ['base', "]),
     ({"evaluation": {"models": ["base", "distill_big"]}}, ["evaluation.models names distill_big"]),
     ({"evaluation": {"sets": {"model": "eval_math"}}}, ["'model' should not be valid", "sets"]),
     ({"r1_zero": {"reward_weights": [1.0]}}, ["r1_zero.reward_weights has 1 value(s) but r1_zero.rewards names 3"]),
@@ -42,10 +42,26 @@ def test_a_bad_config_fails_before_any_job_and_names_the_key(tmp_path, venv_env,
     assert not (tmp_path / "results").exists()
 
 
+def test_a_config_typo_is_one_short_line_with_the_file_and_a_suggestion(tmp_path, venv_env):
+    config = merged(TINY, {"reasoning_rl": {"num_generatons": 4}})
+    done = snakemake(tmp_path, write_config(tmp_path, config), "-n", "all", env=venv_env, check=False)
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert done.returncode != 0 and len(lines) <= 4, lines
+    assert "config.yaml" in lines[1] and "reasoning_rl.num_generatons: unknown key; did you mean 'num_generations'?" \
+        in lines[2]
+
+
+def test_a_partial_config_is_told_how_to_layer_itself(tmp_path, venv_env):
+    partial = write_config(tmp_path, {"cold_start_sft": {"learning_rate": 3.0e-5}})
+    done = snakemake(tmp_path, partial, "-n", "all", env=venv_env, check=False)
+    assert done.returncode != 0 and "--configfile configs/tiny.yaml yours.yaml" in done.stdout + done.stderr
+    assert len((done.stdout + done.stderr).strip().splitlines()) <= 4
+
+
 def test_a_missing_section_is_named(tmp_path, venv_env):
     config = {k: v for k, v in TINY.items() if k != "cold_start_sft"}
     done = snakemake(tmp_path, write_config(tmp_path, config), "-n", "all", env=venv_env, check=False)
-    assert done.returncode != 0 and "'cold_start_sft' is a required property" in done.stdout + done.stderr
+    assert done.returncode != 0 and "cold_start_sft: missing (required" in done.stdout + done.stderr
 
 
 def test_the_tiny_dag_runs_end_to_end(tmp_path, venv_env):
@@ -119,3 +135,62 @@ def test_a_generation_shard_killed_mid_way_finishes_on_rerun_without_loss_or_dup
     prompts = data["num_rl_prompts"] + data["num_rl_code"]  # all of them: fewer than max_prompts
     per_shard = prompts // sampling["num_shards"] * sampling["generation"]["num_samples"]
     assert len(keys) == len(set(keys)) == per_shard
+
+
+def test_a_judge_in_the_config_judges_its_domains_in_the_rejection_job(tmp_path, venv_env, tiny_model_dir,
+                                                                         small_data_dir):
+    """rejection_sampling.judge from a config file to the job: the data and Dev2's shards are in place
+    (well-formatted samples a seconds-trained Dev2 could not write), so the rejection job alone runs."""
+    import shutil
+
+    config = merged(TINY, FAST)
+    config["start_from"] = {"reasoning_rl": str(tiny_model_dir)}
+    config["rejection_sampling"]["targets"] = {"math": 2, "general": 2}
+    config["rejection_sampling"]["judge"] = {"name_or_path": str(tiny_model_dir), "domains": ["math"],
+                                             "batch_size": 2, "max_new_tokens": 4}
+    config_path = write_config(tmp_path, config)
+    run = tmp_path / "results" / "tiny"
+    shutil.copytree(small_data_dir, run / "data")
+    (run / "data" / "manifest.json").write_text("{}")
+    good = "<think>\n2 + 3 = 5\n</think>\n\nThe answer is \\boxed{5}."
+    for shard in range(config["rejection_sampling"]["num_shards"]):
+        path = run / "rejection_sampling" / "shards" / f"shard-{shard}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps({"id": f"p{shard}-{i}", "sample": 0, "prompt": "2 + 3?", "solution": "5",
+                                            "domain": "math", "completion": good}) + "\n" for i in range(3)))
+    plan = snakemake(tmp_path, config_path, "-n", "-p", "results/tiny/mixture", "--rerun-triggers", "mtime",
+                     env=venv_env)
+    assert planned_jobs(plan.stdout) == {"rejection_sampling": 1}
+    assert f"--judge_model {tiny_model_dir} --judge_domains math --judge_batch_size 2" in plan.stdout
+
+    snakemake(tmp_path, config_path, "results/tiny/mixture", "--rerun-triggers", "mtime", env=venv_env)
+    metrics = json.loads((run / "mixture" / "manifest.json").read_text())["metrics"]
+    assert metrics["judged"]["candidates"] == 6
+    assert sum(metrics["judged"][k] for k in ("correct", "incorrect", "not_judged")) == 6
+    assert len((run / ".work" / "rejection_sampling" / "judged.jsonl").read_text().splitlines()) == 1 + 6
+
+
+def test_a_hub_judge_is_fetched_once_like_the_base_model(tmp_path, venv_env):
+    config = merged(TINY, FAST)
+    config["rejection_sampling"]["judge"] = {"name_or_path": "Qwen/Qwen2.5-72B-Instruct", "domains": ["math"],
+                                             "backend": "vllm"}
+    plan = snakemake(tmp_path, write_config(tmp_path, config), "-n", "-p", "results/tiny/mixture", env=venv_env)
+    assert planned_jobs(plan.stdout)["fetch_model"] == 1
+    assert "--name_or_path Qwen/Qwen2.5-72B-Instruct" in plan.stdout
+    assert "--judge_model results/tiny/judge --judge_domains math --judge_backend vllm" in plan.stdout
+
+
+def test_jobs_run_the_workflows_own_interpreter_whatever_the_callers_path(tmp_path, venv_env):
+    """The README's `.venv/bin/snakemake ...` from a shell whose PATH lacks the venv (never activated)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.snakemake_helpers import REPO
+
+    config = write_config(tmp_path, merged(TINY, FAST))
+    done = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "results/tiny/data/manifest.json",
+                           "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "1", "--configfile",
+                           str(config)], env={**venv_env, "PATH": "/usr/bin:/bin"}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "results" / "tiny" / "data" / "rl_prompts.parquet").exists()

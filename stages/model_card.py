@@ -1,0 +1,83 @@
+"""A model card (README.md) for every model directory the pipeline publishes, written from its
+manifest: what the model is, which stage made it from what, with which settings, and how to prompt
+it. A directory that already has a README.md (a hub model's own card, fetched) keeps it."""
+
+import json
+from pathlib import Path
+
+from stages.templates import MATH_INSTRUCTION, template_for_stage
+
+PAPER_NAMES = {  # the DeepSeek-R1 paper's name for each stage's model
+    "base_model": "the base model (pre-trained here)", "r1_zero": "R1-Zero (GRPO on the base model)",
+    "cold_start_sft": "Dev1 (cold-start SFT)", "reasoning_rl": "Dev2 (reasoning-oriented RL)",
+    "mixture_sft": "Dev3 (SFT on the rejection-sampled mixture)", "final_rl": "R1 (RL for all scenarios)",
+    "reward_model_helpful": "the helpfulness reward model", "reward_model_harmless": "the harmlessness reward model",
+}
+SETTINGS = ("learning_rate", "num_train_epochs", "max_steps", "per_device_train_batch_size",
+            "gradient_accumulation_steps", "questions_per_step", "num_generations", "max_length",
+            "max_completion_length", "beta", "temperature", "rewards", "seed")
+
+
+def paper_name(stage: str) -> str:
+    if stage.startswith("distill_"):
+        return f"a distilled student ({stage.removeprefix('distill_')}): SFT on the mixture R1's pipeline built"
+    return PAPER_NAMES.get(stage, stage)
+
+
+def how_to_prompt(stage: str, model_dir: str) -> str:
+    if stage.startswith("reward_model_"):
+        return ("A sequence-classification model: it scores a whole conversation (the tokenizer's chat template "
+                "applied to prompt and response); a higher score is a preferred response.")
+    if template_for_stage(stage if stage != "base_model" else "base") == "r1_zero":
+        return ("The R1-Zero raw-text template (`data/templates/r1_zero.txt`, no chat template); the answer "
+                "comes as `<think> ... </think> <answer> ... </answer>`. Stop at `</answer>`.")
+    return f"""The tokenizer's chat template, no system prompt, the question followed by the instruction; the
+response is `<think>` reasoning `</think>` and a summary with the answer in `\\boxed{{}}`. The paper samples
+at temperature 0.6, top-p 0.95.
+
+```python
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("{model_dir}")
+model = AutoModelForCausalLM.from_pretrained("{model_dir}")
+messages = [{{"role": "user", "content": "What is 17 + 25? {MATH_INSTRUCTION.replace(chr(92), chr(92) * 2)}"}}]
+ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+out = model.generate(ids, max_new_tokens=1024, do_sample=True, temperature=0.6, top_p=0.95)
+print(tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True))
+```"""
+
+
+def model_card(manifest: dict) -> str:
+    stage, config = manifest["stage"], manifest.get("config", {})
+    inputs = "\n".join(f"- {name}: `{item['path']}` (sha256 {item['sha256'][:12]})"
+                       for name, item in manifest.get("inputs", {}).items())
+    settings = "\n".join(f"- {key}: {json.dumps(config[key])}" for key in SETTINGS if key in config)
+    metrics = "\n".join(f"- {key}: {json.dumps(value)}" for key, value in manifest.get("metrics", {}).items())
+    return f"""# {paper_name(stage)}
+
+Made by the `{stage}` stage of r1-pipeline (a reproduction of the DeepSeek-R1 training recipe) at code
+version `{manifest.get('code_version', '?')}`. Its evaluation is the `evaluate` job's output for this
+model (under `eval/` in the run directory, summarized in `report/`); the full record of this stage is
+`manifest.json`.
+
+## Started from
+
+{inputs or "- (nothing: built here)"}
+
+## Settings
+
+{settings or "- see manifest.json"}
+
+## Training summary
+
+{metrics or "- see manifest.json"}
+
+## How to prompt it
+
+{how_to_prompt(stage, config.get("output_dir", "."))}
+"""
+
+
+def write_model_card(directory: Path, manifest: dict) -> None:
+    if (directory / "config.json").exists() and not (directory / "README.md").exists():
+        (directory / "README.md").write_text(model_card(manifest))
