@@ -109,8 +109,9 @@ def staged_output(output_dir: str | os.PathLike, stage: str, config, inputs: dic
         "wall_time_s": round(time.time() - started, 2),
         "metrics": headline,
     }
-    (partial / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-    write_model_card(partial, json.loads((partial / MANIFEST).read_text()))  # a model directory gets its card
+    text = json.dumps(manifest, indent=2, default=str)
+    (partial / MANIFEST).write_text(text + "\n")
+    write_model_card(partial, json.loads(text))  # a model directory gets its card
     if output_dir.exists():
         shutil.rmtree(output_dir)
     partial.rename(output_dir)

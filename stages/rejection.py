@@ -168,20 +168,26 @@ class Chunk:
     path: str
     start: int
     end: int
-    stamp: tuple[int, int]  # the shard's size and mtime: a regenerated shard does not match its old verdicts
+    stamp: tuple[int, int]  # shard_stamp: a regenerated shard does not match its old verdicts
 
     def identity(self) -> list:
         return [self.path, *self.stamp, self.start, self.end]
 
 
+def shard_stamp(path: str) -> tuple[int, int]:
+    """A shard's size and mtime: verdicts recorded for it are reused only while both stay the same."""
+    status = os.stat(path)
+    return status.st_size, status.st_mtime_ns
+
+
 def shard_chunks(paths: list[str], chunk_bytes: int) -> Iterator[Chunk]:
     for shard, path in enumerate(paths):
-        status = os.stat(path)
-        stamp = (status.st_size, status.st_mtime_ns)
+        stamp = shard_stamp(path)
+        size = stamp[0]
         with open(path, "rb") as f:
             start = 0
-            while start < status.st_size:
-                f.seek(min(start + chunk_bytes, status.st_size) - 1)
+            while start < size:
+                f.seek(min(start + chunk_bytes, size) - 1)
                 f.readline()  # to the end of the line the range would cut
                 end = f.tell()
                 yield Chunk(shard, path, start, end, stamp)
@@ -296,8 +302,8 @@ class Candidates:
     counts, digests for deduplication, and each kept candidate's place in its shard."""
 
     def __init__(self):
-        self.prompt_index: dict[str, int] = {}  # prompt id -> index into `candidates_per_prompt`
-        self.candidates_per_prompt: list[int] = []
+        self.prompt_index: dict[str, int] = {}  # prompt id -> the number the `prompt` column holds
+        self.candidates_per_prompt: Counter = Counter()  # by that number
         self.domains: list[str] = []
         self.removed: Counter = Counter()
         self.seen: set[int] = set()
@@ -310,8 +316,6 @@ class Candidates:
         for offset, length, reason, prompt_id, domain, key in verdicts:
             self.total += 1
             prompt = self.prompt_index.setdefault(prompt_id, len(self.prompt_index))
-            if prompt == len(self.candidates_per_prompt):
-                self.candidates_per_prompt.append(0)
             self.candidates_per_prompt[prompt] += 1
             if domain not in self.domains:
                 self.domains.append(domain)
@@ -401,7 +405,6 @@ def verify_pool(config: "RejectionConfig", log: VerdictLog) -> Candidates:
     return candidates
 
 
-
 def reasoning_example(row: dict) -> dict:
     return {"id": f"{row['id']}-s{row['sample']}", "domain": row["domain"],
             # the prompt exactly as generation rendered it, with its domain's instruction
@@ -442,7 +445,7 @@ def judge_candidates(config: RejectionConfig, candidates: Candidates) -> dict:
     whose reply is no verdict, is dropped and counted."""
     judged = {candidates.domains.index(d) for d in config.judge_domains if d in candidates.domains}
     pending = [i for i in range(len(candidates)) if candidates.domain[i] in judged]
-    stamps = [(path, os.stat(path).st_size, os.stat(path).st_mtime_ns) for path in config.shards]
+    stamps = [(path, *shard_stamp(path)) for path in config.shards]
     place = lambda i: (*stamps[candidates.shard[i]], candidates.offset[i])  # noqa: E731
     log_path = Path(config.work_dir) / "judged.jsonl"
     header = json.dumps({"judge": {
@@ -471,15 +474,16 @@ def judge_candidates(config: RejectionConfig, candidates: Candidates) -> dict:
                     [extract_final_answer(rows[i]["completion"], config.template) or summary_of(rows[i]["completion"])
                      for i in batch])
                 for i, reply in zip(batch, replies):
-                    verdicts[place(i)] = parse_verdict(reply)
-                    record = {"place": place(i), "verdict": verdicts[place(i)], "reply": reply[:200]}
+                    record = {"place": place(i), "verdict": parse_verdict(reply), "reply": reply[:200]}
+                    verdicts[record["place"]] = record["verdict"]
                     log.write(json.dumps(record, ensure_ascii=False) + "\n")
                 log.flush()
                 done_count, elapsed = start + len(batch), time.time() - started
                 print(f"judged {done_count:,}/{len(todo):,}; {elapsed:,.0f} s elapsed, "
                       f"ETA {elapsed / done_count * (len(todo) - done_count):,.0f} s", flush=True)
-    outcome = Counter({True: "correct", False: "incorrect", None: "not_judged"}[verdicts[place(i)]] for i in pending)
-    candidates.drop({i for i in pending if verdicts[place(i)] is not True})
+    verdict_of = {i: verdicts[place(i)] for i in pending}
+    outcome = Counter({True: "correct", False: "incorrect", None: "not_judged"}[v] for v in verdict_of.values())
+    candidates.drop({i for i, verdict in verdict_of.items() if verdict is not True})
     candidates.removed.update({reason: outcome[reason] for reason in ("incorrect", "not_judged") if outcome[reason]})
     return {"candidates": len(pending), **{k: outcome[k] for k in ("correct", "incorrect", "not_judged")}}
 
@@ -530,7 +534,7 @@ def main(argv=None):
     for i in capped:
         pools.setdefault(candidates.domains[candidates.domain[i]], []).append(i)
     pools[NON_REASONING] = general_examples(config.general_data)
-    samples_per_prompt = max(candidates.candidates_per_prompt, default=0)
+    samples_per_prompt = max(candidates.candidates_per_prompt.values(), default=0)
     mixture = assemble(pools, targets, config.allow_shortfall, config.seed, samples_per_prompt, config.max_per_prompt)
 
     inputs = {"general_data": config.general_data, **{f"shard_{i}": p for i, p in enumerate(config.shards)}}
