@@ -84,6 +84,19 @@ def stage_args(section, exclude=()):
     return " ".join(flags)
 
 
+def tracking_args(stage, grpo=False):
+    """The `tracking` section as a training stage's flags, each stage its own run (<run_name>/<stage>).
+    None when nothing is tracked, so turning tracking on is the only change that reruns stages for it."""
+    tracking = config["tracking"]
+    if not tracking["report_to"]:
+        return ""
+    flags = {"report_to": tracking["report_to"], "run_name": f"{config['run_name']}/{stage}",
+             "tensorboard_dir": result("tensorboard", stage),
+             **({"project": tracking["project"]} if "project" in tracking else {}),
+             **({"log_completions": tracking.get("log_completions", False)} if grpo else {})}
+    return " " + stage_args(flags)
+
+
 def student_base(student):
     return f"student_{student}"
 

@@ -15,7 +15,7 @@ rule r1_zero_grpo:
         launch=launcher("r1_zero", "stages.grpo"),
         template=template_for_stage("r1_zero"),
         work=work_dir("r1_zero"),
-        args=stage_args(config["r1_zero"]),
+        args=stage_args(config["r1_zero"]) + tracking_args("r1_zero", grpo=True),
     threads: 2
     resources:
         **stage_resources("r1_zero"),
@@ -41,7 +41,7 @@ rule reasoning_rl:
         launch=launcher("reasoning_rl", "stages.grpo"),
         template=template_for_stage("reasoning_rl"),
         work=work_dir("reasoning_rl"),
-        args=stage_args(config["reasoning_rl"]),
+        args=stage_args(config["reasoning_rl"]) + tracking_args("reasoning_rl", grpo=True),
     threads: 2
     resources:
         **stage_resources("reasoning_rl"),
@@ -71,7 +71,7 @@ rule final_rl:
         launch=launcher("final_rl", "stages.grpo"),
         template=template_for_stage("final_rl"),
         work=work_dir("final_rl"),
-        args=stage_args(config["final_rl"]),
+        args=stage_args(config["final_rl"]) + tracking_args("final_rl", grpo=True),
     threads: 2
     resources:
         **stage_resources("final_rl"),

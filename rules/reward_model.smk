@@ -14,7 +14,7 @@ rule reward_model:
     params:
         launch=launcher("reward_model", "stages.reward_model"),
         work=lambda wc: work_dir(f"reward_model_{wc.kind}"),
-        args=lambda wc: stage_args(config["reward_models"][wc.kind]),
+        args=lambda wc: stage_args(config["reward_models"][wc.kind]) + tracking_args(f"reward_model_{wc.kind}"),
     threads: 2
     resources:
         **stage_resources("reward_model"),

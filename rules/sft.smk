@@ -14,7 +14,7 @@ rule cold_start_sft:
     params:
         launch=launcher("cold_start_sft", "stages.sft"),
         work=work_dir("cold_start_sft"),
-        args=stage_args(config["cold_start_sft"]),
+        args=stage_args(config["cold_start_sft"]) + tracking_args("cold_start_sft"),
     threads: 2
     resources:
         **stage_resources("cold_start_sft"),
@@ -40,7 +40,7 @@ rule mixture_sft:
         launch=launcher("mixture_sft", "stages.sft"),
         mixture=os.path.join(artifact("mixture"), MIXTURE),
         work=work_dir("mixture_sft"),
-        args=stage_args(config["mixture_sft"], exclude=("init",)),
+        args=stage_args(config["mixture_sft"], exclude=("init",)) + tracking_args("mixture_sft"),
     threads: 2
     resources:
         **stage_resources("mixture_sft"),
@@ -67,7 +67,8 @@ rule distill_student:
         mixture=os.path.join(artifact("mixture"), MIXTURE),
         work=lambda wc: work_dir(f"distill_{wc.student}"),
         args=lambda wc: stage_args({**config["distillation"]["sft"],
-                                    **config["distillation"]["students"][wc.student].get("sft", {})}),
+                                    **config["distillation"]["students"][wc.student].get("sft", {})})
+                        + tracking_args(f"distill_{wc.student}"),
     threads: 2
     resources:
         **stage_resources("distill"),

@@ -26,13 +26,13 @@ from stages.rewards.functions import Accuracy, RewardSettings, build_reward_func
 from stages.rewards.grading import gold_problem
 from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt, training_prompt
 from stages.tokenizer import split_stop_strings, stop_token_ids
-from stages.training import (AcceleratorOptions, StopOnSignal, claim_work_dir, common_trainer_args, log_progress,
+from stages.training import (AcceleratorOptions, StopOnSignal, TrackingOptions, claim_work_dir, common_trainer_args, log_progress,
                              process_device, refuse_data_parallel, resume_checkpoint, run_fingerprint,
                              save_model_for_publication, write_training_metrics)
 
 
 @dataclass
-class GRPOStageConfig(AcceleratorOptions):
+class GRPOStageConfig(AcceleratorOptions, TrackingOptions):
     model_path: str = field(metadata={"help": "Policy to start from: the base model (R1-Zero) or Dev1 (reasoning RL)."})
     train_data: list[str] = field(metadata={"help": "Reasoning parquet files (`prompt`, `solution` or `tests`)."})
     output_dir: str = field(metadata={"help": "The model directory to write."})
@@ -72,6 +72,8 @@ class GRPOStageConfig(AcceleratorOptions):
     max_steps: int = field(default=10400, metadata={"help": "Paper, R1-Zero: 10,400 steps."})
     save_steps: int = field(default=100)
     logging_steps: int = field(default=1)
+    log_completions: bool = field(default=False, metadata={
+        "help": "Sampled prompts, completions and rewards to the tracker at each logging step (TRL; W&B and trackio tables)."})
     max_prompts: int = field(default=0, metadata={"help": "Use only the first N prompts (0: all)."})
     general_data: list[str] = field(default_factory=list, metadata={"help": "Final RL: general prompts (general parquet), rewarded by the reward models."})
     helpful_reward_model: str = field(default="", metadata={"help": "Final RL: the `helpful_rm` reward's model (judges the summary)."})
@@ -255,7 +257,9 @@ def main(argv=None):
         vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
         vllm_tensor_parallel_size=config.vllm_tensor_parallel_size, generation_kwargs=vllm_stop or None,
         gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None, use_liger_kernel=config.use_liger_kernel,
-        **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps))
+        log_completions=config.log_completions,
+        **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps,
+                              config.tracking_args(config.output_dir)))
     # After the arguments: a ZeRO-3 config registered by them makes DeepSpeed partition while loading.
     model = AutoModelForCausalLM.from_pretrained(config.model_path, **config.model_kwargs(config.deepspeed))
     # This stage's sampling also stops at its template's one-token stop strings (</answer>); the published

@@ -27,7 +27,7 @@ from trl import RewardConfig, RewardTrainer
 from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
-from stages.training import (AcceleratorOptions, StopOnSignal, claim_work_dir, common_trainer_args, log_progress,
+from stages.training import (AcceleratorOptions, StopOnSignal, TrackingOptions, claim_work_dir, common_trainer_args, log_progress,
                              refuse_data_parallel, resume_checkpoint, run_fingerprint,
                              save_model_for_publication, write_training_metrics)
 
@@ -36,7 +36,7 @@ REWARD_STATS = "reward_stats.json"
 
 
 @dataclass
-class RewardModelConfig(AcceleratorOptions):
+class RewardModelConfig(AcceleratorOptions, TrackingOptions):
     kind: str = field(metadata={"help": f"One of {KINDS}."})
     model_path: str = field(metadata={"help": "Initial checkpoint (a sequence-classification head is added)."})
     data: str = field(metadata={"help": "Preference parquet with a `split` column (train / eval)."})
@@ -112,7 +112,8 @@ def main(argv=None):
         gradient_accumulation_steps=config.gradient_accumulation_steps, max_length=config.max_length,
         center_rewards_coefficient=config.center_rewards_coefficient or None, lr_scheduler_type="cosine",
         warmup_steps=0.05, deepspeed=config.deepspeed or None, use_liger_kernel=config.use_liger_kernel,
-        **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps))
+        **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps,
+                              config.tracking_args(config.output_dir)))
     tokenizer = AutoTokenizer.from_pretrained(config.model_path)
     model = AutoModelForSequenceClassification.from_pretrained(config.model_path, num_labels=1,
                                                                **config.model_kwargs(config.deepspeed))

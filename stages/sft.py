@@ -18,13 +18,13 @@ from trl import SFTConfig, SFTTrainer
 from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
-from stages.training import (AcceleratorOptions, StopOnSignal, claim_work_dir, common_trainer_args, log_progress,
+from stages.training import (AcceleratorOptions, StopOnSignal, TrackingOptions, claim_work_dir, common_trainer_args, log_progress,
                              refuse_data_parallel, resume_checkpoint, run_fingerprint,
                              save_model_for_publication, write_training_metrics)
 
 
 @dataclass
-class SFTStageConfig(AcceleratorOptions):
+class SFTStageConfig(AcceleratorOptions, TrackingOptions):
     model_path: str = field(metadata={"help": "Initial model: the base model (paper), or any checkpoint."})
     train_data: list[str] = field(metadata={"help": "Parquet files of conversations (`messages` column)."})
     output_dir: str = field(metadata={"help": "The model directory to write."})
@@ -87,7 +87,8 @@ def main(argv=None):
         lr_scheduler_kwargs={"min_lr_rate": config.min_lr_rate} if "min_lr" in config.lr_scheduler_type else None,
         warmup_steps=config.warmup_ratio, weight_decay=config.weight_decay,  # a float < 1 is a ratio
         gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None, use_liger_kernel=config.use_liger_kernel,
-        **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps))
+        **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps,
+                              config.tracking_args(config.output_dir)))
     # After the arguments: a ZeRO-3 config registered by them makes DeepSpeed partition while loading.
     model = AutoModelForCausalLM.from_pretrained(config.model_path, **config.model_kwargs(config.deepspeed))
     stop = StopOnSignal()

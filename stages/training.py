@@ -23,7 +23,9 @@ FINGERPRINT = "fingerprint.json"
 # Settings that change where or how often progress is written, not what it is.
 NOT_FINGERPRINTED = ("output_dir", "work_dir", "output_file", "work_file", "logging_steps", "save_steps",
                      "prompts_per_batch", "batch_size", "attn_implementation", "use_liger_kernel", "vllm_server_host",
-                     "vllm_server_port", "vllm_gpu_memory_utilization")
+                     "vllm_server_port", "vllm_gpu_memory_utilization", "report_to", "run_name", "project",
+                     "tensorboard_dir", "log_completions")
+TRACKERS = ("tensorboard", "wandb", "trackio")
 
 
 @dataclass(kw_only=True)
@@ -40,6 +42,31 @@ class AcceleratorOptions:
         round away (bf16 resolution near 0.02 is ~1e-4)."""
         dtype = "auto" if uses_deepspeed(deepspeed) else torch.float32
         return {"dtype": dtype, **({"attn_implementation": self.attn_implementation} if self.attn_implementation else {})}
+
+
+@dataclass(kw_only=True)
+class TrackingOptions:
+    """Experiment tracking through the Trainer's own integrations (the config's `tracking` section)."""
+
+    report_to: list[str] = field(default_factory=list, metadata={
+        "help": f"Trackers to log to: {', '.join(TRACKERS)} (none: metrics.jsonl and the log only)."})
+    run_name: str = field(default="", metadata={"help": "The run's name in the tracker (rules: <run_name>/<stage>)."})
+    project: str = field(default="", metadata={"help": "W&B / trackio project (empty: the tracker's default)."})
+    tensorboard_dir: str = field(default="", metadata={
+        "help": "Where TensorBoard's event files go (rules: results/<run>/tensorboard/<stage>). Default: <output_dir>.tensorboard"})
+
+    def tracking_args(self, output_dir: str) -> dict:
+        """Trainer arguments for the trackers. transformers 5 reads TensorBoard's directory and W&B's
+        project from the environment only (TENSORBOARD_LOGGING_DIR, WANDB_PROJECT), so they are set here."""
+        unknown = [name for name in self.report_to if name not in TRACKERS]
+        if unknown:
+            raise ValueError(f"report_to: unknown tracker(s) {unknown}; use {list(TRACKERS)}")
+        if "tensorboard" in self.report_to:
+            os.environ["TENSORBOARD_LOGGING_DIR"] = self.tensorboard_dir or f"{output_dir}.tensorboard"
+        if self.project:
+            os.environ["WANDB_PROJECT"] = self.project
+        return {"report_to": list(self.report_to) or "none", **({"run_name": self.run_name} if self.run_name else {}),
+                **({"project": self.project} if self.project else {})}
 
 
 def uses_deepspeed(deepspeed: str = "") -> bool:
@@ -111,7 +138,8 @@ def device_defaults() -> dict:
     return {"bf16": on_gpu and torch.cuda.is_bf16_supported(), "use_cpu": not on_gpu}
 
 
-def common_trainer_args(work_dir: str, seed: int, save_steps: int, logging_steps: int) -> dict:
+def common_trainer_args(work_dir: str, seed: int, save_steps: int, logging_steps: int,
+                        tracking: dict | None = None) -> dict:
     return {
         "output_dir": work_dir,
         "seed": seed,
@@ -119,10 +147,11 @@ def common_trainer_args(work_dir: str, seed: int, save_steps: int, logging_steps
         "save_steps": save_steps,
         "save_total_limit": 2,
         "logging_steps": logging_steps,
-        "report_to": [],
+        "report_to": "none",
         "disable_tqdm": True,
         "dataloader_num_workers": 0,
         **device_defaults(),
+        **(tracking or {}),
     }
 
 

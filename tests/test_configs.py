@@ -47,6 +47,14 @@ def test_every_real_config_plans_the_whole_dag(plans, name):
         assert job["resources"].get("slurm_partition") == "gpu", job
     for job in details:  # only the login-node rules may reach the hub
         assert ("env -u HF_HUB_OFFLINE" in job["shell"]) == (job["rule"] in ("prepare_data", "fetch_model"))
+    # tracking: each training stage is its own TensorBoard run under results/<run>/tensorboard/
+    run = config["run_name"]
+    for rule, stage in [("r1_zero_grpo", "r1_zero"), ("cold_start_sft", "cold_start_sft"), ("final_rl", "final_rl"),
+                        ("reward_model", "reward_model_helpful")]:
+        (shell,) = [job["shell"] for job in by_rule(details, rule) if f"/{stage} " in job["shell"]]
+        assert (f"--report_to tensorboard --run_name {run}/{stage} "
+                f"--tensorboard_dir results/{run}/tensorboard/{stage}") in shell, shell
+        assert ("--log_completions false" in shell) == rule.endswith(("grpo", "_rl"))
 
 
 def test_one_node_config_gives_each_training_stage_a_node_of_eight_gpus(plans):

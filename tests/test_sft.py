@@ -4,6 +4,7 @@ import re
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from transformers import AutoModelForCausalLM
 
 from stages import sft
@@ -11,9 +12,11 @@ from stages.data.schema import SCHEMAS
 from tests.conftest import SMALL_DATA
 
 
-def test_sft_lowers_the_loss_on_cold_start_data(tiny_model_dir, small_data_dir, tmp_path, capsys):
+def test_sft_lowers_the_loss_on_cold_start_data(tiny_model_dir, small_data_dir, tmp_path, capsys, monkeypatch):
     out = tmp_path / "dev1"
-    sft.main(["--model_path", str(tiny_model_dir), "--train_data", str(small_data_dir / "cold_start.parquet"),
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", "")  # the stage sets it: restored after the test
+    sft.main(["--report_to", "tensorboard", "--tensorboard_dir", str(tmp_path / "tensorboard"),
+              "--run_name", "tiny/cold_start_sft","--model_path", str(tiny_model_dir), "--train_data", str(small_data_dir / "cold_start.parquet"),
               "--output_dir", str(out), "--stage", "cold_start_sft", "--learning_rate", "3e-3",
               "--num_train_epochs", "3", "--per_device_train_batch_size", "16", "--max_length", "256",
               "--logging_steps", "2", "--save_steps", "1000"])
@@ -25,6 +28,9 @@ def test_sft_lowers_the_loss_on_cold_start_data(tiny_model_dir, small_data_dir, 
     assert re.fullmatch(r"step 2/\d+ \(\d+%\) \| \d+:\d\d:\d\d elapsed, ETA \d+:\d\d:\d\d \| loss [\d.]+ \| lr [\d.e+-]+",
                         progress[0]), progress[0]
     assert losses[-1] < 0.7 * losses[0]
+    # report_to tensorboard: TensorBoard's own reader loads the event files, one loss per logging step
+    events = EventAccumulator(str(tmp_path / "tensorboard")).Reload()
+    assert [round(event.value, 4) for event in events.Scalars("train/loss")] == [round(loss, 4) for loss in losses]
     manifest = json.loads((out / "manifest.json").read_text())
     examples = SMALL_DATA["num_cold_start"] + SMALL_DATA["num_cold_start_code"]
     assert manifest["stage"] == "cold_start_sft" and manifest["metrics"]["examples"] == examples
