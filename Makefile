@@ -1,6 +1,8 @@
 # The two commands of the README, and the environment they share.
 #   make tiny   set up, run the whole pipeline on the tiny config, print the results table
 #   make test   set up, run the test suite
+#   make preflight CONFIG=configs/<scale>.yaml   before the first cluster run: what to fix, GPU-hours
+#   make screenshot   after make tiny, when the report changed: docs/report.png from its page
 #   make lock   after changing a pin in pyproject.toml: regenerate the lock (containers/lock.py)
 #   make containers   build the Apptainer images (on a machine with Apptainer)
 PYTHON ?= python3
@@ -11,7 +13,7 @@ LOCK := containers/requirements-cpu.txt
 # Stage jobs run `python -m stages.<stage>`: the project's interpreter must come first on PATH.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup system-packages tiny test lock containers
+.PHONY: setup system-packages tiny test preflight screenshot lock containers
 
 # The venv holds exactly the lock: made anew whenever the lock changes, every package installed with
 # --no-deps (a package the lock lacks fails `pip check` instead of floating in), the project on top.
@@ -43,6 +45,15 @@ tiny: setup
 
 test: setup
 	python -m pytest -q
+
+# What the site must still set in the Slurm profile, and the GPU-hours the plan asks for (stages/preflight.py).
+PROFILE ?= profiles/slurm
+preflight: setup
+	@test -n "$(CONFIG)" || { echo "make preflight: name the scale config, e.g. make preflight CONFIG=configs/qwen2.5-1.5b.yaml" >&2; exit 2; }
+	python -m stages.preflight --configfile $(CONFIG) --profile $(PROFILE)
+
+screenshot: setup
+	docs/screenshot.sh results/tiny/report
 
 # pip-compile in a venv of its own (pinned here: the lock's format is its output).
 lock:

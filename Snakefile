@@ -1,9 +1,10 @@
 import os
 
 # r1-pipeline: the DeepSeek-R1 recipe as one DAG. Scale comes from the config file alone:
-#   snakemake --cores 2 all                                   # the embedded tiny config
-#   snakemake --profile profiles/slurm --configfile configs/<scale>.yaml all
-# The embedded default: the tiny config, unless --configfile names another (no merging of the two).
+#   .venv/bin/snakemake --profile profiles/local all                                  # the embedded tiny config
+#   .venv/bin/snakemake --profile profiles/slurm --configfile configs/<scale>.yaml all
+# The embedded default is the tiny config; --configfile replaces it (to change a few keys, layer a small
+# file on a whole one: --configfile configs/tiny.yaml mine.yaml).
 if not workflow.overwrite_configfiles:
 
     configfile: os.path.join(workflow.basedir, "configs", "tiny.yaml")

@@ -7,7 +7,7 @@ import sys
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from stages.artifacts import MIXTURE, code_version
-from stages.config_checks import compute_settings, cross_field_errors, schema_errors
+from stages.config_checks import compute_settings, container_images, cross_field_errors, schema_errors
 from stages.templates import template_for_stage
 
 CONFIG_ERRORS = schema_errors(config) or cross_field_errors(config)  # the second reads keys the first checked
@@ -138,13 +138,15 @@ def model_path(stage):
 
 
 # ---- compute: Slurm resources and launchers -------------------------------------------------------
-LAUNCH_KEYS = ("accelerate_config", "vllm_server_gpus", "vllm_server_tensor_parallel_size", "vllm_server_startup_s")
+# compute keys that are not Slurm resources: how the stage launches, and the planning estimate
+NOT_RESOURCES = ("accelerate_config", "vllm_server_gpus", "vllm_server_tensor_parallel_size", "vllm_server_startup_s",
+                 "estimated_hours")
 
 
 def stage_resources(stage):
     """Snakemake resources for the Slurm executor. `gpu` in the config counts GPUs per node: a multi-node
     job asks for them per node (gres) and runs one launcher task per node through srun (`mpi`)."""
-    resources = {k: v for k, v in compute_settings(config, stage).items() if k not in LAUNCH_KEYS}
+    resources = {k: v for k, v in compute_settings(config, stage).items() if k not in NOT_RESOURCES}
     if "cpus_per_gpu" in resources:
         resources["cpus_per_task"] = 0  # masks a profile's default: the plugin takes cpus_per_task first
     nodes, gpus = resources.get("nodes", 1), resources.pop("gpu", 0)
@@ -177,7 +179,7 @@ def launcher(stage, module):
 
 
 # ---- containers: with --sdm apptainer every job runs in an image built from containers/ ------------
-IMAGES = {"cpu": "containers/r1-cpu.sif", "gpu": "containers/r1-gpu.sif", **config.get("containers", {})}
+IMAGES = container_images(config)
 
 
 def image(flavour):

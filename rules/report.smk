@@ -1,14 +1,15 @@
-# The report: the paper-style stage table over every evaluated model, the RL stages' curves, the
-# mixture's counts and the reward models' accuracy.
+# The report: the paper-style stage table over every evaluated model, what each training stage did
+# and its curves, sampled completions, the mixture's counts and the reward models' accuracy.
 
-RL_STAGES = ["r1_zero", "reasoning_rl", "final_rl"]
 REWARD_MODELS = [artifact(f"reward_model_{kind}") for kind in ("helpful", "harmless")]
+TRAINED = [artifact(stage) for stage in ("r1_zero", "cold_start_sft", "reasoning_rl", "mixture_sft")] + REWARD_MODELS + [
+    artifact("final_rl")] + [result(student) for student in distilled_students()]
 
 
 rule report:
     input:
         evals=[eval_dir(stage) for stage in evaluated_models()],
-        rl=[artifact(stage) for stage in RL_STAGES],
+        trained=TRAINED,
         mixture=artifact("mixture"),
         reward_models=REWARD_MODELS,
     output:
@@ -25,5 +26,5 @@ rule report:
     container:
         image("cpu")
     shell:
-        "python -m stages.report --eval_root {params.eval_root} --stages {params.stages} --rl_stages {input.rl}"
+        "python -m stages.report --eval_root {params.eval_root} --stages {params.stages} --trained {input.trained}"
         " --mixture {input.mixture} --reward_models {input.reward_models} --output_dir {output} > {log} 2>&1"

@@ -117,6 +117,12 @@ def staged_output(output_dir: str | os.PathLike, stage: str, config, inputs: dic
     partial.rename(output_dir)
 
 
+def duration(seconds: float) -> str:
+    """h:mm:ss, as the logs, manifests' readers and the report show wall times."""
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
 def read_manifest(artifact_dir: str | os.PathLike) -> dict:
     path = Path(artifact_dir) / MANIFEST
     if not path.exists():

@@ -101,6 +101,12 @@ def compute_settings(config: dict, stage: str) -> dict:
     return {**default, **own}
 
 
+def container_images(config: dict) -> dict[str, str]:
+    """The CPU and GPU Apptainer images: paths relative to the checkout (where `make containers` builds
+    them) or URIs, from the config's `containers` section over the defaults."""
+    return {"cpu": "containers/r1-cpu.sif", "gpu": "containers/r1-gpu.sif", **config.get("containers", {})}
+
+
 def training_world_size(config: dict, stage: str) -> int:
     """Training processes of a stage: its GPUs over all nodes, less those serving vLLM (at least 1)."""
     settings = compute_settings(config, stage)

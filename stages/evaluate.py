@@ -15,7 +15,7 @@ from pathlib import Path
 from stages.artifacts import staged_output, write_jsonl
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
-from stages.generation import BackendOptions, SamplingSettings, load_generator
+from stages.generation import BackendOptions, ProgressLine, SamplingSettings, load_generator
 from stages.rewards.format import is_well_formatted
 from stages.rewards.grading import Grader, gold_problem
 from stages.rewards.verify import as_number, normalize, verify_lanes
@@ -135,7 +135,7 @@ def main(argv=None):
             tokenizer = getattr(generator, "tokenizer", None)
             prompts = [render_prompt(config.template, r["prompt"], tokenizer, r["domain"]) for r in rows]
             overlong_before = generator.overlong_prompts
-            samples = generator.generate(prompts, settings)
+            samples = generator.generate(prompts, settings, on_progress=ProgressLine(name))
             scores, records = score_set(rows, samples, config.template, config.num_samples, grader)
             scores["verify_timeouts"] = grader.verifier.timeouts - timeouts_before
             scores["overlong_prompts"] = generator.overlong_prompts - overlong_before  # scored as wrong

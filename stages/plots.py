@@ -1,12 +1,14 @@
-"""Training-curve plots (PNG): the panels a reader of the paper expects from an RL stage."""
+"""Training-curve plots (PNG): the panels a reader of the paper expects from each kind of stage."""
+
+import io
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-PANELS = (  # (title, metrics.jsonl keys plotted together)
-    ("reward", ("reward",)),
+RL_PANELS = (  # (title, metrics.jsonl keys plotted together)
+    ("reward (weighted sum of the stage's rewards)", ("reward",)),
     ("accuracy / code / format", ("rewards/accuracy/mean", "rewards/code/mean", "rewards/format/mean")),
     ("language consistency", ("rewards/language/mean",)),
     ("reward models (normalised)", ("rewards/helpful_rm/mean", "rewards/harmless_rm/mean")),
@@ -14,23 +16,53 @@ PANELS = (  # (title, metrics.jsonl keys plotted together)
     ("KL to reference", ("kl",)),
     ("groups whose rewards all tie", ("frac_reward_zero_std",)),
 )
+SUPERVISED_PANELS = (("training loss", ("loss",)), ("learning rate", ("learning_rate",)))
+PANELS_PER_ROW = 4
 
 
-def plot_training_curves(history: list[dict], path, title: str) -> None:
-    panels = [(name, keys) for name, keys in PANELS if any(k in row for row in history for k in keys)]
+def curves_figure(history: list[dict], title: str):
+    """One figure of a stage's curves (RL panels when it logged rewards, else loss and learning rate);
+    final RL's general phase is shaded where `general_phase` turns on. None when nothing was logged."""
+    kinds = RL_PANELS if any("reward" in row for row in history) else SUPERVISED_PANELS
+    panels = [(name, keys) for name, keys in kinds if any(k in row for row in history for k in keys)]
     if not panels:
-        return
-    figure, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2), squeeze=False)
-    for axis, (name, keys) in zip(axes[0], panels):
+        return None
+    rows = -(-len(panels) // PANELS_PER_ROW)
+    columns = min(len(panels), PANELS_PER_ROW)
+    figure, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 3.4 * rows), squeeze=False)
+    phase = [row["step"] for row in history if row.get("general_phase") and "step" in row]
+    last_step = max((row["step"] for row in history if "step" in row), default=0)
+    for axis, (name, keys) in zip(axes.flat, panels):
         for key in keys:
             points = [(row["step"], row[key]) for row in history if key in row and "step" in row]
             if points:
-                axis.plot(*zip(*points), label=key.split("/")[-2] if "/" in key else key)
+                label = (key.split("/")[-2] if "/" in key else key) if len(keys) > 1 else None  # the title names one
+                axis.plot(*zip(*points), marker="." if len(points) < 20 else None, label=label)
+        if phase:
+            axis.axvspan(min(phase), last_step, color="tab:orange", alpha=0.12, label="general phase")
         axis.set_title(name, fontsize=10)
         axis.set_xlabel("step")
-        if len(keys) > 1:
+        if len(keys) > 1 or phase:
             axis.legend(fontsize=8)
-    figure.suptitle(title)
+    for axis in list(axes.flat)[len(panels):]:
+        axis.axis("off")
+    figure.suptitle(title, fontsize=12)
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    return figure
+
+
+def plot_training_curves(history: list[dict], path, title: str) -> None:
+    figure = curves_figure(history, title)
+    if figure is not None:
+        figure.savefig(path, dpi=100)
+        plt.close(figure)
+
+
+def curves_png(history: list[dict], title: str) -> bytes | None:
+    figure = curves_figure(history, title)
+    if figure is None:
+        return None
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90)
     plt.close(figure)
+    return buffer.getvalue()

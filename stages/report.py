@@ -1,38 +1,55 @@
 """The report: the paper's stage table (one row per model, one column group per evaluation set),
-each stage's pass@1 change over the model it follows with its paired standard error, the RL
-stages' training curves, the SFT mixture's counts and the reward models' held-out accuracy,
+each stage's pass@1 change over the model it follows with its paired standard error, what each
+training stage did (its start, data, steps, learning rate, wall time, commit) and its curves, a few
+sampled completions per model, the SFT mixture's counts and the reward models' held-out accuracy,
 as Markdown, JSON and one self-contained HTML page (plots embedded).
 
     python -m stages.report --eval_root results/tiny/eval --stages base cold_start_sft \
-        --rl_stages results/tiny/r1_zero --mixture results/tiny/mixture --output_dir results/tiny/report
+        --trained results/tiny/cold_start_sft --mixture results/tiny/mixture --output_dir results/tiny/report
     python -m stages.report --show results/tiny/report      # print the table of a finished report
 """
 
 import argparse
 import base64
+import hashlib
 import html
 import json
 import statistics
 import sys
 from pathlib import Path
 
-from stages.artifacts import read_manifest, staged_output
+import pyarrow.parquet as pq
+
+from stages.artifacts import METRICS, duration, read_jsonl, read_manifest, staged_output
+from stages.plots import curves_png
 
 STAGE_NAMES = {  # the paper's names for each stage's model
     "base": "Base", "r1_zero": "R1-Zero", "cold_start_sft": "Dev1 (cold-start SFT)",
     "reasoning_rl": "Dev2 (reasoning RL)", "mixture_sft": "Dev3 (SFT on the mixture)", "final_rl": "R1",
+    "reward_model_helpful": "Helpful reward model", "reward_model_harmless": "Harmless reward model",
 }
 COLUMNS = ("pass_at_1", "cons_at_k", "format_rate", "mean_length")
 # The comparison the paper draws for each model: the model it was trained from, or (Dev3, the
 # distilled students) the one whose samples it learned from.
 COMPARED_WITH = {"r1_zero": "base", "cold_start_sft": "base", "reasoning_rl": "cold_start_sft",
                  "mixture_sft": "reasoning_rl", "final_rl": "mixture_sft"}
-CURVES = "training_curves.png"
+NOTEWORTHY_SE = 2.0  # changes at least this many paired SEs from zero are set in bold
+SAMPLES_PER_MODEL = 2  # completions shown per evaluated model
+SAMPLE_CHARS = 700
+
+
+def report_code_digest() -> str:
+    """What the page looks like is decided by this module and the plots: docs/report.png records the
+    digest it was taken with, and a test fails when they change without a new screenshot."""
+    here = Path(__file__).resolve().parent
+    return hashlib.sha256(b"".join((here / name).read_bytes() for name in ("report.py", "plots.py"))).hexdigest()
 
 
 def display_name(stage: str) -> str:
     if stage.startswith("distill_"):
         return f"Distilled {stage.removeprefix('distill_')}"
+    if stage.startswith("student_"):
+        return f"Student {stage.removeprefix('student_')} (undistilled)"
     return STAGE_NAMES.get(stage, stage)
 
 
@@ -112,14 +129,90 @@ def built_elsewhere(directory: Path) -> bool:
 
 
 def mixture_rows(mixture_dir: Path) -> tuple[list[str], list[list[str]]]:
+    """Two blocks that each add up: every sampled candidate is removed by one filter or kept, and the
+    mixture is the selected reasoning rows plus the general (non-reasoning) rows, which are not sampled."""
     if built_elsewhere(mixture_dir):
         return ["", "count"], [["mixture brought by start_from (no manifest)", str(mixture_dir)]]
     metrics = read_manifest(mixture_dir)["metrics"]
-    rows = [["candidates sampled", str(metrics["candidates"])]]
-    rows += [[f"removed: {reason}", str(n)] for reason, n in sorted(metrics["removed"].items())]
-    rows += [[f"selected: {domain}", str(n)] for domain, n in sorted(metrics["selected"].items())]
-    rows.append(["mixture total", str(metrics["total"])])
+    selected = metrics["selected"]
+    reasoning = {domain: n for domain, n in selected.items() if domain != "general"}
+    rows = [["candidates sampled from Dev2", str(metrics["candidates"])]]
+    rows += [[f"  removed: {reason}", str(n)] for reason, n in sorted(metrics["removed"].items())]
+    rows.append(["  kept (passed every filter)", str(metrics["kept_reasoning"])])
+    rows += [[f"    selected: {domain}", str(n)] for domain, n in sorted(reasoning.items())]
+    rows.append(["    not selected (domain target reached)", str(metrics["kept_reasoning"] - sum(reasoning.values()))])
+    rows.append(["mixture: selected reasoning rows", str(sum(reasoning.values()))])
+    rows.append(["  + general rows (non-reasoning set, not sampled)", str(selected.get("general", 0))])
+    rows.append(["  = mixture total", str(metrics["total"])])
     return ["", "count"], rows
+
+
+def training_data(manifest: dict) -> str:
+    """What a stage trained on, in its own unit."""
+    config, metrics = manifest["config"], manifest["metrics"]
+    if "train_pairs" in metrics:
+        return f"{metrics['train_pairs']} preference pairs"
+    if "questions_per_step" in config:
+        return f"{config['questions_per_step']} prompts x {config['num_generations']} samples a step"
+    return f"{metrics.get('examples', '?')} conversations"
+
+
+def trained_stage_rows(dirs: list[Path]) -> tuple[list[str], list[list[str]]]:
+    """What each training stage did, from its manifest and metrics."""
+    rows = []
+    for directory in dirs:
+        if built_elsewhere(directory):
+            rows.append([display_name(directory.name), "brought by start_from (no manifest)"] + ["–"] * 5)
+            continue
+        manifest = read_manifest(directory)
+        history = read_jsonl(directory / METRICS) if (directory / METRICS).exists() else []
+        steps = max((row["step"] for row in history if "step" in row), default=0)
+        started = display_name(Path(manifest["inputs"]["model"]["path"]).name)
+        learning_rate = manifest["config"].get("learning_rate")
+        runtime = manifest["metrics"].get("train_runtime_s") or manifest["wall_time_s"]
+        rows.append([display_name(manifest["stage"]), started, training_data(manifest), str(steps),
+                     f"{learning_rate:.1e}" if learning_rate is not None else "–", duration(runtime),
+                     manifest["code_version"]])
+    return ["stage", "started from", "data", "steps", "learning rate", "training time", "commit"], rows
+
+
+def stage_curves(directory: Path) -> bytes | None:
+    if built_elsewhere(directory) or not (directory / METRICS).exists():
+        return None
+    return curves_png(read_jsonl(directory / METRICS), display_name(read_manifest(directory)["stage"]))
+
+
+def sample_rows(eval_root: Path, stages: list[str]) -> tuple[list[str], list[list[str]]]:
+    """The first sample of the first prompts of each model's first evaluation set (the config's order),
+    with the prompt text."""
+    rows = []
+    for stage in stages:
+        manifest = read_manifest(eval_root / stage)
+        sets = [name.removeprefix("eval_") for name in manifest["inputs"] if name.startswith("eval_")]
+        files = [eval_root / stage / f"samples_{name}.jsonl" for name in sets]  # the config's first set first
+        files = [path for path in files if path.exists()]
+        if not files:
+            continue
+        eval_set = files[0].stem.removeprefix("samples_")
+        data = manifest["inputs"][f"eval_{eval_set}"]["path"]
+        prompts = ({row["id"]: row["prompt"] for row in pq.read_table(data, columns=["id", "prompt"]).to_pylist()}
+                   if Path(data).exists() else {})
+        shown = [s for s in read_jsonl(files[0]) if s.get("sample") == 0][:SAMPLES_PER_MODEL]
+        for sample in shown:
+            completion = sample["completion"]
+            if len(completion) > SAMPLE_CHARS:
+                completion = completion[:SAMPLE_CHARS] + " …"
+            rows.append([display_name(stage), eval_set, prompts.get(sample["id"], sample["id"]), completion,
+                         str(sample.get("answer")), "correct" if sample["correct"] else "wrong"])
+    return ["model", "set", "prompt", "completion", "final answer", "verdict"], rows
+
+
+def run_identity(eval_root: Path, stages: list[str]) -> str:
+    """Run, commit and the main package versions, from the first evaluation's manifest."""
+    manifest = read_manifest(eval_root / stages[0])
+    packages = manifest.get("packages", {})
+    versions = ", ".join(f"{name} {packages[name]}" for name in ("torch", "transformers", "trl", "vllm") if name in packages)
+    return f"run {eval_root.parent.name} · commit {manifest['code_version']} · {versions}"
 
 
 def reward_model_rows(dirs: list[Path]) -> tuple[list[str], list[list[str]]]:
@@ -141,26 +234,38 @@ def markdown(header, rows) -> str:
     return "\n".join(lines) + "\n"
 
 
-def html_table(header, rows) -> str:
+def html_table(header, rows, strong=lambda row: False, preformatted=()) -> str:
+    """`strong(row)` sets a row in bold; columns named in `preformatted` keep their line breaks."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    body = ""
+    for row in rows:
+        cells = "".join(f"<td class=\"pre\">{html.escape(c)}</td>" if header[i] in preformatted
+                        else f"<td>{html.escape(c)}</td>" for i, c in enumerate(row))
+        row_class = ' class="strong"' if strong(row) else ""
+        body += f"<tr{row_class}>{cells}</tr>"
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def embedded_png(path: Path) -> str:
-    data = base64.b64encode(path.read_bytes()).decode()
-    return f'<img alt="{html.escape(path.parent.name)} training curves" src="data:image/png;base64,{data}">'
+def noteworthy(change_row: list[str]) -> bool:
+    return change_row[-1] != "–" and abs(float(change_row[-1])) >= NOTEWORTHY_SE
 
 
-def html_page(title: str, sections: list[tuple[str, str, str]]) -> str:
+def embedded_png(png: bytes, alt: str) -> str:
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def html_page(title: str, subtitle: str, sections: list[tuple[str, str, str]]) -> str:
     """sections: (heading, explanation, html body)."""
-    parts = "".join(f"<h2>{html.escape(h)}</h2><p>{html.escape(p)}</p>{body}" for h, p, body in sections)
+    parts = "".join(f"<h2>{html.escape(h)}</h2>" + (f"<p>{html.escape(p)}</p>" if p else "") + body
+                    for h, p, body in sections)
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1700px}}table{{border-collapse:collapse;margin-bottom:1em}}
-td,th{{border:1px solid #999;padding:4px 8px;text-align:right}}td:first-child{{text-align:left}}
+td,th{{border:1px solid #999;padding:4px 8px;text-align:right}}td:first-child{{text-align:left;white-space:pre}}
+td.pre{{white-space:pre-wrap;text-align:left;font-family:monospace;font-size:85%;max-width:40em}}
+tr.strong td{{font-weight:bold}}.subtitle{{color:#555}}
 img{{max-width:100%;border:1px solid #ddd;margin-bottom:1em}}</style>
-</head><body><h1>{html.escape(title)}</h1>{parts}</body></html>
+</head><body><h1>{html.escape(title)}</h1><p class="subtitle">{html.escape(subtitle)}</p>{parts}</body></html>
 """
 
 
@@ -173,7 +278,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--eval_root", type=Path)
     parser.add_argument("--stages", nargs="+", help="evaluated models, in table order")
-    parser.add_argument("--rl_stages", nargs="*", type=Path, default=[], help="RL stage directories (curves)")
+    parser.add_argument("--trained", nargs="*", type=Path, default=[],
+                        help="training stages' output directories, in pipeline order (what each did, its curves)")
     parser.add_argument("--mixture", type=Path, help="the rejection-sampling mixture directory")
     parser.add_argument("--reward_models", nargs="*", type=Path, default=[], help="reward model directories")
     parser.add_argument("--output_dir", type=Path)
@@ -195,19 +301,36 @@ def main(argv=None):
     if changes:
         sections.append(("Changes between stages", "pass@1 of each model against the model it follows, on the "
                          "same prompts; the paired standard error is the spread of the per-prompt differences "
-                         "over the square root of the number of prompts (a change of 2 SE or more is unlikely "
-                         "to be sampling noise; seed-to-seed noise of the training runs comes on top).",
-                         html_table(change_header, changes)))
+                         "over the square root of the number of prompts (a change of 2 SE or more, in bold, is "
+                         "unlikely to be sampling noise; seed-to-seed noise of the training runs comes on top).",
+                         html_table(change_header, changes, strong=noteworthy)))
         markdown_parts.append(markdown(change_header, changes))
-    for stage_dir in args.rl_stages:
-        if (stage_dir / CURVES).exists():
-            sections.append((f"Training curves: {display_name(stage_dir.name)}",
-                             "Per logging step: reward, each reward's mean, mean completion length, KL, share of "
-                             "groups whose rewards all tie.", embedded_png(stage_dir / CURVES)))
+    if args.trained:
+        trained_header, trained = trained_stage_rows(args.trained)
+        sections.append(("What each stage did", "Each training stage's start, data, optimizer steps, peak learning "
+                         "rate, training time (the Trainer's, without loading and saving) and the commit that ran "
+                         "it, from its manifest.",
+                         html_table(trained_header, trained)))
+        markdown_parts.append(markdown(trained_header, trained))
+    explanation = ("Per logging step. RL: the reward (the weighted sum of this stage's rewards, so its level differs "
+                   "between stages), each reward's mean, completion length, KL and the share of groups whose rewards "
+                   "all tie; final RL's general phase is shaded. SFT and reward models: training loss and learning rate.")
+    for directory in args.trained:
+        png = stage_curves(directory)
+        if png:
+            sections.append((f"Training curves: {display_name(directory.name)}", explanation,
+                             embedded_png(png, f"{directory.name} curves")))
+            explanation = ""  # said once, above the first
+    sample_header, samples = sample_rows(args.eval_root, args.stages)
+    if samples:
+        sections.append(("Sampled completions", f"The first sample of the first {SAMPLES_PER_MODEL} prompts of each "
+                         "model's first evaluation set, as generated (temperature 0.6).",
+                         html_table(sample_header, samples, preformatted=("prompt", "completion"))))
     if args.mixture:
         mix_header, mix_rows = mixture_rows(args.mixture)
-        sections.append(("SFT mixture (rejection sampling)", "Every candidate is either removed by one filter or "
-                         "kept; the mixture fills each domain's target.", html_table(mix_header, mix_rows)))
+        sections.append(("SFT mixture (rejection sampling)", "Every candidate Dev2 sampled is removed by the first "
+                         "filter it fails, or kept; the mixture takes each reasoning domain's target from the kept "
+                         "rows and adds the general (non-reasoning) rows.", html_table(mix_header, mix_rows)))
         markdown_parts.append(markdown(mix_header, mix_rows))
     if args.reward_models:
         rm_header, rm_rows = reward_model_rows(args.reward_models)
@@ -219,7 +342,7 @@ def main(argv=None):
     with staged_output(args.output_dir, "report", vars(args), inputs) as (scratch, headline):
         (scratch / "scores.json").write_text(json.dumps(scores, indent=2) + "\n")
         (scratch / "table.md").write_text("\n".join(markdown_parts))
-        (scratch / "report.html").write_text(html_page(args.title, sections))
+        (scratch / "report.html").write_text(html_page(args.title, run_identity(args.eval_root, args.stages), sections))
         headline["models"] = len(rows)
     show(args.output_dir)
 

@@ -16,7 +16,7 @@ from transformers.trainer_callback import PrinterCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from transformers.utils import GENERATION_CONFIG_NAME
 
-from stages.artifacts import METRICS, partial_dir, path_digest, write_jsonl
+from stages.artifacts import METRICS, duration, partial_dir, path_digest, write_jsonl
 from stages.tokenizer import stop_token_ids
 
 FINGERPRINT = "fingerprint.json"
@@ -217,11 +217,6 @@ class StopOnSignal(TrainerCallback):
             print(f"stopped at step {trainer.state.global_step} by {signal.Signals(self.received).name}; "
                   f"a rerun resumes from the checkpoint saved there", flush=True)
             sys.exit(128 + self.received)
-
-
-def duration(seconds: float) -> str:
-    seconds = int(seconds)
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
 class ProgressLog(TrainerCallback):

@@ -1,4 +1,5 @@
 import json
+import re
 import os
 
 import pytest
@@ -70,11 +71,15 @@ def test_code_rows_are_graded_by_running_their_program():
     assert records[0]["answer"] == "print(3 + 4 * 2)\n"
 
 
-def test_evaluate_cli_writes_scores_samples_and_manifest(tiny_model_dir, small_data_dir, tmp_path):
+def test_evaluate_cli_writes_scores_samples_and_manifest(tiny_model_dir, small_data_dir, tmp_path, capsys):
     out = tmp_path / "eval"
     evaluate.main(["--model_path", str(tiny_model_dir), "--template", "r1_zero", "--eval_sets",
                    f"math={small_data_dir / 'eval_math.parquet'}", "--output_dir", str(out), "--num_samples", "3",
-                   "--max_new_tokens", "8", "--max_prompts", "5"])
+                   "--max_new_tokens", "8", "--max_prompts", "5", "--batch_size", "4"])
+    # the log shows progress per sampled batch: 15 sequences in batches of 4
+    progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("math: ") and "samples (" in line]
+    assert [line.split()[1] for line in progress] == ["4/15", "8/15", "12/15", "15/15"]
+    assert re.fullmatch(r"math: 15/15 samples \(100%\) \| \d+:\d\d:\d\d elapsed, ETA 0:00:00", progress[-1]), progress[-1]
     scores = json.loads((out / "scores.json").read_text())["math"]
     assert scores["num_prompts"] == 5 and scores["k"] == 3
     assert 0 <= scores["pass_at_1"] <= 1 and scores["mean_length"] <= 8

@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from stages.report import change_rows, paired_change
+from stages.report import change_rows, mixture_rows, paired_change, report_code_digest
+from tests.snakemake_helpers import REPO
 
 
 def test_paired_change_pairs_prompts_and_gives_the_standard_error_of_the_differences():
@@ -30,3 +31,26 @@ def test_each_model_is_compared_with_the_model_it_follows_when_both_were_evaluat
     header, rows = change_rows(tmp_path, ["base", "r1_zero", "reasoning_rl"])
     assert len(header) == len(rows[0])
     assert rows == [["R1-Zero vs Base", "math", "0.250", "0.750", "+0.500", "0.000", "–"]]
+
+
+def test_the_mixture_table_adds_up_in_both_blocks(tmp_path):
+    """Candidates = removals + kept; the mixture = selected reasoning rows + general rows, not sampled."""
+    metrics = {"candidates": 100, "removed": {"incorrect": 60, "format": 10}, "kept_reasoning": 30,
+               "selected": {"math": 20, "code": 5, "general": 8}, "total": 33}
+    (tmp_path / "manifest.json").write_text(json.dumps({"metrics": metrics}))
+    _, rows = mixture_rows(tmp_path)
+    counts = {label.strip(): int(count) for label, count in rows}
+    assert counts["candidates sampled from Dev2"] == sum(
+        n for label, n in counts.items() if label.startswith("removed:")) + counts["kept (passed every filter)"]
+    assert counts["kept (passed every filter)"] == counts["selected: math"] + counts["selected: code"] + counts[
+        "not selected (domain target reached)"]
+    assert counts["= mixture total"] == counts["mixture: selected reasoning rows"] + counts[
+        "+ general rows (non-reasoning set, not sampled)"] == 33
+
+
+def test_the_readme_screenshot_shows_the_current_report():
+    """docs/report.png is remade whenever the report's code changes (make tiny, then make screenshot)."""
+    stamp = json.loads((REPO / "docs" / "report.png.json").read_text())
+    assert stamp["report_code"] == report_code_digest(), (
+        "stages/report.py or stages/plots.py changed since docs/report.png was taken: run `make tiny` and "
+        "`make screenshot`, and update the README's table from the same run")

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -92,6 +93,12 @@ def test_the_fast_dag_runs_as_slurm_jobs_with_the_resources_its_config_asks(clus
     config_path = write_config(tmp_path, config)
     plan = planned_jobs(snakemake(tmp_path, config_path, "-n", "all", env=venv_env).stdout)
     env = apptainer_env(venv_env, tmp_path / "apptainer-calls.jsonl")
+
+    # the preflight on this cluster: a site profile, a partition sinfo lists, images in place: nothing to fix
+    done = subprocess.run([sys.executable, "-m", "stages.preflight", "--configfile", str(config_path),
+                           "--profile", str(profile_dir)], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.rstrip().endswith("nothing to fix"), done.stdout + done.stderr
+    assert "r1_zero" in done.stdout and "prepare_data" not in done.stdout
 
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 5))
     done = snakemake(tmp_path, config_path, "all", "--profile", str(profile_dir), env=env, check=False)

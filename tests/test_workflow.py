@@ -81,8 +81,12 @@ def test_the_tiny_dag_runs_end_to_end(tmp_path, venv_env):
                  "R1", "Distilled small"):
         assert f"| {name} |" in table
     page = (run / "report" / "report.html").read_text()
-    assert page.count('src="data:image/png;base64,') == 3, "one curve per RL stage, embedded"
+    assert page.count('src="data:image/png;base64,') == 8, "curves of every training stage, embedded"
     assert "SFT mixture (rejection sampling)" in page and "Reward models" in page
+    assert "| Dev2 (reasoning RL) | Dev1 (cold-start SFT) | 2 prompts x 2 samples a step | 2 |" in table
+    assert "| Dev3 (SFT on the mixture) | Base |" in table and "| Distilled small | Student small (undistilled) |" in table
+    assert page.count("<td>Dev1 (cold-start SFT)</td><td>math</td>") == 2  # sampled completions, with the prompt
+    assert f"commit {json.loads((run / 'report' / 'manifest.json').read_text())['code_version']}" in page
     assert "| Dev2 (reasoning RL) vs Dev1 (cold-start SFT) | math |" in table and "Changes between stages" in page
     scores = json.loads((run / "report" / "scores.json").read_text())
     assert scores["cold_start_sft"]["math"]["k"] == 2 and scores["base"]["math"]["num_prompts"] == 6

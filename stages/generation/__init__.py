@@ -5,7 +5,10 @@ vLLM (GPU, real configs; imported only when chosen).
     samples = generator.generate(prompts, SamplingSettings(num_samples=8))  # list[list[Sample]]
 """
 
+import time
 from dataclasses import dataclass, field
+
+from stages.artifacts import duration
 
 
 @dataclass(frozen=True)
@@ -68,16 +71,32 @@ class ContextBoundGenerator:
     context: int | None = None
     overlong_prompts = 0  # over this generator's life
 
-    def _generate(self, prompts: list[str], settings: SamplingSettings) -> list[list[Sample]]:
+    def _generate(self, prompts: list[str], settings: SamplingSettings, on_progress=None) -> list[list[Sample]]:
         raise NotImplementedError
 
-    def generate(self, prompts: list[str], settings: SamplingSettings) -> list[list[Sample]]:
+    def generate(self, prompts: list[str], settings: SamplingSettings, on_progress=None) -> list[list[Sample]]:
+        """`on_progress(done, total)` is called with the sequences sampled so far, where the backend
+        samples in batches (transformers); vLLM shows its own progress bar."""
         lengths = [len(ids) for ids in self.tokenizer(prompts, add_special_tokens=False).input_ids]
         fits = [self.context is None or length < self.context for length in lengths]
         self.overlong_prompts += fits.count(False)
-        generated = iter(self._generate([p for p, fit in zip(prompts, fits) if fit], settings) if any(fits) else [])
+        generated = iter(self._generate([p for p, fit in zip(prompts, fits) if fit], settings, on_progress)
+                         if any(fits) else [])
         too_long = [Sample("", 0, False)] * settings.num_samples
         return [next(generated) if fit else list(too_long) for fit in fits]
+
+
+class ProgressLine:
+    """`math: 128/800 samples (16%) | 0:00:10 elapsed, ETA 0:00:52`, one line per call."""
+
+    def __init__(self, label: str):
+        self.label, self.started = label, time.time()
+
+    def __call__(self, done: int, total: int) -> None:
+        elapsed = time.time() - self.started
+        eta = duration(elapsed / done * (total - done)) if done else "?"
+        print(f"{self.label}: {done}/{total} samples ({100 * done // max(total, 1)}%) | {duration(elapsed)} elapsed, "
+              f"ETA {eta}", flush=True)
 
 
 def load_generator(model_path: str, backend: str = "transformers", **backend_options):

@@ -18,7 +18,7 @@ class TransformersGenerator(ContextBoundGenerator):
         self.context = getattr(self.model.config, "max_position_embeddings", None)
 
     @torch.inference_mode()
-    def _generate(self, prompts: list[str], settings: SamplingSettings) -> list[list[Sample]]:
+    def _generate(self, prompts: list[str], settings: SamplingSettings, on_progress=None) -> list[list[Sample]]:
         torch.manual_seed(settings.seed)
         stop_ids, stop_strings = split_stop_strings(self.tokenizer, settings.stop_strings)
         flat = [p for p in prompts for _ in range(settings.num_samples)]
@@ -33,6 +33,8 @@ class TransformersGenerator(ContextBoundGenerator):
                 stop_strings=stop_strings or None, tokenizer=self.tokenizer if stop_strings else None)
             for row in generated[:, batch["input_ids"].shape[1]:].tolist():
                 outputs.append(self._sample(row, stop_ids, stop_strings))
+            if on_progress:
+                on_progress(len(outputs), len(flat))
         k = settings.num_samples
         return [outputs[i * k:(i + 1) * k] for i in range(len(prompts))]
 

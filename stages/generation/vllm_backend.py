@@ -31,7 +31,7 @@ class VLLMGenerator(ContextBoundGenerator):
                        gpu_memory_utilization=gpu_memory_utilization, max_model_len=self.context, dtype=dtype)
         self.tokenizer = self.llm.get_tokenizer()
 
-    def _generate(self, prompts: list[str], settings: SamplingSettings) -> list[list[Sample]]:
+    def _generate(self, prompts: list[str], settings: SamplingSettings, on_progress=None) -> list[list[Sample]]:
         from vllm import SamplingParams  # noqa: PLC0415
 
         results = self.llm.generate(token_prompts(self.tokenizer, prompts),

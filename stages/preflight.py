@@ -1,0 +1,238 @@
+"""Before the first cluster run: what the site must still set, and what the plan will reserve.
+
+    make preflight CONFIG=configs/qwen2.5-1.5b.yaml
+    python -m stages.preflight --configfile configs/qwen2.5-1.5b.yaml [--profile profiles/slurm]
+
+Plans the DAG with the profile in the current directory (Snakemake's dry run: nothing is submitted,
+nothing downloaded; what is done already is not planned again) and
+- flags what would fail at the first sbatch or container start: the profile's site placeholders
+  (`slurm_account: my_project`), bind paths this machine lacks, no `apptainer` (with the switch that
+  runs without it), images not built, partitions that `sinfo` does not know;
+- prints, per stage, the GPU-hours the plan requests (jobs x GPUs x `runtime`) beside the estimate
+  (jobs x GPUs x `compute.<stage>.estimated_hours`), and the totals.
+Exit status 1 when something must be fixed first.
+"""
+
+import argparse
+import math
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from stages.config_checks import REPO, compute_settings, container_images
+
+# Values the shipped profile holds where each site must put its own (profiles/slurm/config.yaml, SITE lines).
+PLACEHOLDERS = {"slurm_account": "my_project"}
+# Rules with `localrule: True` (rules/*.smk): they run on the login node, not as Slurm jobs (a test keeps
+# this list equal to the rules').
+LOGIN_NODE_RULES = ("tiny_data", "prepare_data", "fetch_model", "report", "all")
+# The compute entry whose resources a rule's jobs take, where the rule's name is not the entry's.
+COMPUTE_KEY_OF_RULE = {"r1_zero_grpo": "r1_zero", "generate_shard": "generate", "distill_student": "distill",
+                       "base_model": "base", "tiny_data": "data"}
+
+
+@dataclass
+class PlannedJob:
+    rule: str
+    resources: dict[str, str]
+
+    @property
+    def compute_key(self) -> str:
+        return COMPUTE_KEY_OF_RULE.get(self.rule, self.rule)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the job holds over all its nodes: `gpu` on one node, `gres=gpu:N` per node on several."""
+        per_node = self.resources.get("gpu") or self.resources.get("gres", "gpu:0").rpartition(":")[2]
+        return int(per_node) * int(self.resources.get("nodes", 1))
+
+    @property
+    def runtime_hours(self) -> float:
+        return int(self.resources.get("runtime", 0)) / 60
+
+
+def planned_jobs(dry_run_output: str) -> list[PlannedJob]:
+    """The Slurm jobs of a `snakemake -n -p` output (login-node rules are left out)."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", dry_run_output)[1:]:
+        header = re.match(r"(local)?rule (\w+):", block)
+        resources = re.search(r"^\s*resources: (.*)$", block, re.M)
+        if header.group(1) or header.group(2) in LOGIN_NODE_RULES:
+            continue
+        pairs = resources.group(1).split(", ") if resources else []
+        jobs.append(PlannedJob(header.group(2), dict(pair.split("=", 1) for pair in pairs)))
+    return jobs
+
+
+def apptainer_available() -> bool:
+    return any(shutil.which(name) for name in ("apptainer", "singularity"))
+
+
+def uses_apptainer(profile: dict) -> bool:
+    methods = profile.get("software-deployment-method", [])
+    return "apptainer" in ([methods] if isinstance(methods, str) else methods)
+
+
+def profile_resources(profile: dict) -> dict[str, str]:
+    """`default-resources` as a mapping, whichever of the two forms (mapping, or `key=value` strings) it has."""
+    resources = profile.get("default-resources") or {}
+    if isinstance(resources, list):
+        resources = dict(item.split("=", 1) for item in resources)
+    return {key: str(value).strip("'\"") for key, value in resources.items()}
+
+
+def bind_paths(apptainer_args: str) -> list[str]:
+    """Host paths of `--bind`/`-B` options (`src[:dst[:opts]]`, comma-separated)."""
+    words, paths = shlex.split(apptainer_args), []
+    for flag, value in zip(words, words[1:]):
+        if flag in ("--bind", "-B"):
+            paths += [spec.split(":", 1)[0] for spec in value.split(",") if spec]
+    for word in words:
+        if word.startswith("--bind="):
+            paths += [spec.split(":", 1)[0] for spec in word.removeprefix("--bind=").split(",") if spec]
+    return paths
+
+
+def slurm_partitions() -> set[str] | None:
+    """The cluster's partitions as `sinfo` lists them; None where there is no sinfo (not a login node)."""
+    if not shutil.which("sinfo"):
+        return None
+    done = subprocess.run(["sinfo", "--noheader", "--format=%R"], capture_output=True, text=True, timeout=60)
+    return set(done.stdout.split()) if done.returncode == 0 else None
+
+
+def profile_problems(profile_file: Path, profile: dict) -> list[str]:
+    problems = []
+    for key, value in profile_resources(profile).items():
+        if PLACEHOLDERS.get(key) == value:
+            problems.append(f"{profile_file}: default-resources.{key} is still the placeholder {value!r}: set your "
+                            "site's value (the account: `sacctmgr show associations user=$USER format=account`), "
+                            "or delete the line if your site has none")
+    if uses_apptainer(profile):
+        if not apptainer_available():
+            problems.append("apptainer is not on PATH (the profile runs every job in an image): load it (e.g. "
+                            "`module load apptainer`), or run without images: add `--sdm env-modules` to the "
+                            "snakemake command, and keep this checkout and its .venv on a shared filesystem")
+        for path in bind_paths(str(profile.get("apptainer-args", ""))):
+            if not Path(path).exists():
+                problems.append(f"{profile_file}: apptainer-args binds {path}, which does not exist on this machine: "
+                                "bind your site's shared filesystems instead")
+    return problems
+
+
+def image_problems(config: dict) -> list[str]:
+    problems = []
+    for flavour, image in container_images(config).items():
+        if "://" not in image and not (REPO / image).exists():  # a file, or a sandbox directory
+            problems.append(f"the {flavour} image {image} is not built: `make containers` on a machine with apptainer, "
+                            f"or set containers.{flavour} in the config to an image you have")
+    return problems
+
+
+def partition_problems(jobs: list[PlannedJob], partitions: set[str] | None) -> list[str]:
+    if partitions is None:
+        return []
+    wanted = {job.resources["slurm_partition"] for job in jobs if "slurm_partition" in job.resources}
+    return [f"partition {name!r} is not one sinfo lists ({', '.join(sorted(partitions))}): set slurm_partition in "
+            "the profile, or per stage in the config's compute section" for name in sorted(wanted - partitions)]
+
+
+def dry_run(configfiles: list[Path], profile_dir: Path, without_apptainer: bool) -> str:
+    command = [sys.executable, "-m", "snakemake", "-n", "-p", "all", "--profile", str(profile_dir),
+               "-s", str(REPO / "Snakefile"), "-d", os.getcwd()]
+    if without_apptainer:  # Snakemake asks for `apptainer --version` even in a dry run
+        command += ["--sdm", "env-modules"]
+    command += ["--configfile", *map(str, configfiles)]  # last: it takes every value after it
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"preflight: the dry run failed ({' '.join(command)}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def gpu_hours_table(jobs: list[PlannedJob], config: dict, retries: int) -> tuple[list[str], list[str]]:
+    """One line per compute entry: jobs, GPUs and runtime per job, how many submissions a job needs (an
+    estimate past `runtime` resumes in a resubmitted job), GPU-hours requested and estimated; and the
+    stages that would run out of the profile's retries."""
+    by_key: dict[str, list[PlannedJob]] = {}
+    for job in jobs:
+        by_key.setdefault(job.compute_key, []).append(job)
+    rows = [f"{'stage':<20} {'jobs':>5} {'GPUs/job':>8} {'runtime h':>9} {'estimate h':>10} {'submits':>7} "
+            f"{'requested GPU-h':>15} {'estimated GPU-h':>15}"]
+    problems, total_requested, total_estimated = [], 0.0, 0.0
+    for key, group in by_key.items():
+        job, estimate = group[0], compute_settings(config, key).get("estimated_hours")
+        submits = max(1, math.ceil(estimate / job.runtime_hours)) if estimate and job.runtime_hours else 1
+        if submits > 1 + retries:
+            problems.append(f"compute.{key}: estimated {estimate} h needs {submits} submissions of runtime "
+                            f"{job.runtime_hours:g} h, more than the profile's 1 + {retries} retries: raise runtime or retries")
+        requested = len(group) * job.gpus * job.runtime_hours * submits
+        estimated = len(group) * job.gpus * estimate if estimate is not None else None
+        total_requested += requested
+        total_estimated += estimated or 0.0
+        rows.append(f"{key:<20} {len(group):>5} {job.gpus:>8} {job.runtime_hours:>9.1f} "
+                    f"{'-' if estimate is None else format(estimate, 'g'):>10} {submits:>7} {requested:>15.1f} "
+                    f"{'-' if estimated is None else format(estimated, '.1f'):>15}")
+    unestimated = [key for key in by_key if compute_settings(config, key).get("estimated_hours") is None]
+    rows.append(f"{'total':<20} {len(jobs):>5} {'':>8} {'':>9} {'':>10} {'':>7} {total_requested:>15.1f} "
+                f"{'-' if len(unestimated) == len(by_key) else format(total_estimated, '.1f'):>15}")
+    if unestimated and len(unestimated) < len(by_key):
+        rows.append(f"(no estimate for {', '.join(unestimated)}: set compute.<stage>.estimated_hours)")
+    return rows, problems
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stages.preflight", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configfile", type=Path, nargs="+", required=True,
+                        help="The scale config (and any layered on it), as given to snakemake.")
+    parser.add_argument("--profile", type=Path, default=REPO / "profiles" / "slurm", help="The Snakemake profile directory.")
+    args = parser.parse_args(argv)
+    for path in args.configfile:
+        if not path.is_file():
+            choices = ", ".join(str(p.relative_to(REPO)) for p in sorted((REPO / "configs").glob("*.yaml"))
+                                if p.name != "schema.yaml")
+            raise SystemExit(f"preflight: no config file {path} (configs: {choices})")
+    config: dict = {}
+    for path in args.configfile:  # as Snakemake layers them: later files update earlier ones
+        config = deep_update(config, yaml.safe_load(path.read_text()) or {})
+    profile_file = args.profile / "config.yaml"
+    profile = yaml.safe_load(profile_file.read_text())
+
+    problems = profile_problems(profile_file, profile)
+    if uses_apptainer(profile):
+        problems += image_problems(config)
+    jobs = planned_jobs(dry_run(args.configfile, args.profile, uses_apptainer(profile) and not apptainer_available()))
+    problems += partition_problems(jobs, slurm_partitions())
+
+    rows, retry_problems = gpu_hours_table(jobs, config, int(profile.get("retries", 0)))
+    problems += retry_problems
+    print(f"preflight: {' + '.join(map(str, args.configfile))} with {profile_file}")
+    print("GPU-hours: requested = jobs x GPUs x runtime x submits (what Slurm reserves); estimated = jobs x GPUs x "
+          "compute.<stage>.estimated_hours")
+    print("\n".join("  " + row for row in rows))
+    if problems:
+        print(f"{len(problems)} thing(s) to fix before the first run:")
+        print("\n".join(f"  - {problem}" for problem in problems))
+        return 1
+    print("nothing to fix")
+    return 0
+
+
+def deep_update(base: dict, override: dict) -> dict:
+    merged = dict(base)
+    for key, value in override.items():
+        merged[key] = deep_update(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+    return merged
+
+
+if __name__ == "__main__":
+    sys.exit(main())

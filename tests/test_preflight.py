@@ -1,0 +1,113 @@
+"""The preflight a user runs before the first cluster run (`make preflight CONFIG=...`): the shipped
+profile's site placeholders are flagged, and every real config's plan is priced in GPU-hours."""
+
+import math
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stages import preflight
+from tests.snakemake_helpers import FAKE_APPTAINER_DIR, REPO
+
+REAL_CONFIGS = ["qwen2.5-1.5b", "qwen2.5-7b", "paper"]
+PROFILE = REPO / "profiles" / "slurm"
+
+
+def table(output: str) -> dict[str, list[str]]:
+    """The GPU-hours table: stage -> its columns."""
+    rows = {}
+    for line in output.splitlines():
+        words = line.split()
+        if line.startswith("  ") and (len(words) == 8 or words[:1] == ["total"]) and words[0] != "stage":
+            rows[words[0]] = words[1:]
+    return rows
+
+
+@pytest.mark.parametrize("name", REAL_CONFIGS)
+def test_the_shipped_profile_is_flagged_and_each_real_config_is_priced(name, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # an empty directory: the whole DAG is planned
+    monkeypatch.setattr(preflight, "apptainer_available", lambda: False)
+    monkeypatch.setattr(preflight, "slurm_partitions", lambda: None)
+    status = preflight.main(["--configfile", str(REPO / "configs" / f"{name}.yaml"), "--profile", str(PROFILE)])
+    output = capsys.readouterr().out
+    assert status == 1
+    problems = output.split("thing(s) to fix before the first run:")[1]
+    assert "default-resources.slurm_account is still the placeholder 'my_project'" in problems
+    assert "apptainer is not on PATH" in problems and "--sdm env-modules" in problems
+    assert ("binds /scratch" in problems) == (not Path("/scratch").exists())
+
+    config = yaml.safe_load((REPO / "configs" / f"{name}.yaml").read_text())
+    rows = table(output)
+    for stage in ("r1_zero", "cold_start_sft", "reasoning_rl", "mixture_sft", "final_rl", "reward_model", "generate",
+                  "evaluate"):
+        jobs, gpus, runtime_h, estimate_h, submits, requested, estimated = rows[stage]
+        settings = {**config["compute"].get("default", {}), **config["compute"][stage]}
+        assert int(gpus) == settings["gpu"] * settings.get("nodes", 1)
+        assert float(runtime_h) == pytest.approx(settings["runtime"] / 60, abs=0.05)
+        assert float(requested) == pytest.approx(int(jobs) * int(gpus) * float(runtime_h) * int(submits), rel=0.01)
+        if name == "paper":
+            assert estimate_h == estimated == "-"  # the paper's config documents the recipe; it is not priced
+            continue
+        # the real configs are priced, and their time limits sized from the estimate: at most twice it in whole
+        # hours (2 h at least), and a job longer than Slurm's 48 h limit resumes within the profile's retries
+        estimate = float(estimate_h)
+        assert float(estimated) == pytest.approx(int(jobs) * int(gpus) * estimate, rel=0.01)
+        assert estimate <= float(runtime_h) * int(submits) and float(runtime_h) <= min(max(2, math.ceil(2 * estimate)), 48)
+        assert int(submits) == max(1, -(-estimate // float(runtime_h)))
+    totals = rows["total"]
+    assert float(totals[-2]) == pytest.approx(sum(float(r[-2]) for s, r in rows.items() if s != "total"), rel=0.01)
+    assert "prepare_data" not in rows and "report" not in rows  # login-node rules reserve nothing
+
+
+def test_a_site_ready_profile_passes(tmp_path, monkeypatch, capsys):
+    """Site values in the profile, apptainer on PATH, images in place, a partition Slurm knows: nothing to fix."""
+    profile_dir = tmp_path / "profile"
+    profile_dir.mkdir()
+    profile = yaml.safe_load((PROFILE / "config.yaml").read_text())
+    profile["default-resources"] = dict(profile["default-resources"], slurm_account="rl-lab")
+    profile["apptainer-args"] = f"--nv --bind {tmp_path}"
+    (profile_dir / "config.yaml").write_text(yaml.safe_dump(profile))
+    images = {flavour: tmp_path / f"r1-{flavour}.sif" for flavour in ("cpu", "gpu")}
+    for image in images.values():
+        image.write_text("an image")
+    layered = tmp_path / "site.yaml"
+    layered.write_text(yaml.safe_dump({"containers": {flavour: str(path) for flavour, path in images.items()}}))
+    monkeypatch.setenv("PATH", f"{FAKE_APPTAINER_DIR}:{Path(preflight.sys.executable).parent}:/usr/bin:/bin")
+    monkeypatch.setenv("R1_FAKE_APPTAINER_LOG", str(tmp_path / "apptainer-calls.jsonl"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(preflight, "slurm_partitions", lambda: {"gpu", "debug"})
+    argv = ["--configfile", str(REPO / "configs" / "qwen2.5-1.5b.yaml"), str(layered), "--profile", str(profile_dir)]
+    assert preflight.main(argv) == 0, capsys.readouterr().out
+    assert capsys.readouterr().out.rstrip().endswith("nothing to fix")
+
+    # the same site whose cluster has no partition of that name
+    monkeypatch.setattr(preflight, "slurm_partitions", lambda: {"batch"})
+    assert preflight.main(argv) == 1
+    assert "partition 'gpu' is not one sinfo lists (batch)" in capsys.readouterr().out
+
+
+def test_a_missing_config_file_is_one_line_with_the_choices(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    with pytest.raises(SystemExit) as stop:
+        preflight.main(["--configfile", "configs/qwen2.5-1.5B.yaml"])
+    assert str(stop.value).count("\n") == 0
+    assert re.search(r"no config file configs/qwen2\.5-1\.5B\.yaml \(configs: .*configs/qwen2\.5-1\.5b\.yaml", str(stop.value))
+
+
+def test_login_node_rules_are_the_rules_marked_local():
+    """The preflight leaves out the jobs Snakemake runs on the login node: the same rules as `localrule: True`."""
+    local = set()
+    for path in (REPO / "rules").glob("*.smk"):
+        for block in re.split(r"\n(?=\s*rule \w+:)", path.read_text()):
+            match = re.search(r"rule (\w+):", block)
+            if match and "localrule: True" in block:
+                local.add(match.group(1))
+    assert local | {"all"} == set(preflight.LOGIN_NODE_RULES)
+
+
+def test_bind_paths_reads_every_form_apptainer_takes():
+    assert preflight.bind_paths("--nv --bind /scratch,/data:/mnt/data:ro -B /work --bind=/opt") == [
+        "/scratch", "/data", "/work", "/opt"]
