@@ -40,8 +40,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from stages.artifacts import read_manifest  # noqa: E402
-from stages.rejection import CHUNK_BYTES  # noqa: E402
 from stages.data.schema import SCHEMAS  # noqa: E402
+from stages.rejection import CHUNK_BYTES  # noqa: E402
 
 WORDS = """the of and to a in is that for it as with be by this are from or at an which we so if then
 let number value sum product term terms equation side sides both divide multiply add subtract gives
@@ -239,7 +239,8 @@ def stage_argv(shards, general, output_dir, targets, filters: dict) -> list[str]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--candidates", type=int, nargs="+", default=[200000],
-                        help="Pool sizes, each run by itself (ascending: the memory check compares the last to the first).")
+                        help="Pool sizes, each run by itself "
+                             "(ascending: the memory check compares the last to the first).")
     parser.add_argument("--samples_per_prompt", type=int, default=16)
     parser.add_argument("--shards", type=int, default=8, help="JSONL shard files the pool is split into.")
     parser.add_argument("--mean_words", type=float, default=600, help="Mean words of a <think> block.")
@@ -253,7 +254,8 @@ def main() -> None:
     parser.add_argument("--node_cores", type=int, default=32)
     parser.add_argument("--target_hours", type=float, default=1.0, help="Wall-time target on the node.")
     parser.add_argument("--max_memory_growth", type=float, default=1.3,
-                        help="Largest allowed ratio of the main process's peak RSS at the largest size to the smallest.")
+                        help="Largest allowed ratio of the main process's peak RSS "
+                             "at the largest size to the smallest.")
     parser.add_argument("--num_workers", type=int, default=0,
                         help="The stage's worker processes (0: every CPU here, as the stage defaults).")
     parser.add_argument("--seed", type=int, default=0)
@@ -286,8 +288,8 @@ def main() -> None:
         cpu = measured["own_cpu"] + measured["children_cpu"]
         results.append({"n": n, "chars": pool["chars"] / n, "cpu": cpu, **measured})
         print(f"{n:>10,}  {pool['prompts']:>7,}  {shard_mib:>10,.0f}  {pool['chars'] / n:>10,.0f}  "
-              f"{measured['wall']:>6.1f}  {n / measured['wall']:>6,.0f}  {cpu:>5.1f}  {cpu / measured['wall']:>10.2f}  "
-              f"{measured['main_mib']:>12,.0f}  {measured['child_mib']:>21,.0f}")
+              f"{measured['wall']:>6.1f}  {n / measured['wall']:>6,.0f}  {cpu:>5.1f}  "
+              f"{cpu / measured['wall']:>10.2f}  {measured['main_mib']:>12,.0f}  {measured['child_mib']:>21,.0f}")
         print(f"    removed: {json.dumps(metrics['removed'])}; kept reasoning {metrics['kept_reasoning']:,}; "
               f"selected {json.dumps(metrics['selected'])}; mixture rows {rows:,}")
 

@@ -204,7 +204,8 @@ def main() -> None:
           f"{args.max_length}: {sum(t > args.max_length for t in totals)} longer; scale 1/{args.scale:g} of mean "
           f"{PAPER_MEAN_TOKENS:,} / max "
           f"{PAPER_MAX_TOKENS:,})", flush=True)
-    packed_batch = args.packing_batch_size or max(1, round(args.batch_size * statistics.mean(totals) / args.max_length))
+    packed_batch = (args.packing_batch_size
+                    or max(1, round(args.batch_size * statistics.mean(totals) / args.max_length)))
 
     runs: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-sft-") as workdir:
@@ -261,8 +262,8 @@ def main() -> None:
                 print(f"on this device, {name.replace('_', ' ')} is {verdict} per trained token than padded "
                       f"batches: {statistics.mean(ratios):.2f}x the loss tokens per {unit} (rounds: "
                       f"{', '.join(f'{x:.2f}' for x in ratios)})")
-    print(f"command: python bench/sft_tokens.py --steps {args.steps} --scale {args.scale:g} --examples {args.examples} "
-          f"--batch_size {args.batch_size} --packing_batch_size {args.packing_batch_size} "
+    print(f"command: python bench/sft_tokens.py --steps {args.steps} --scale {args.scale:g} "
+          f"--examples {args.examples} --batch_size {args.batch_size} --packing_batch_size {args.packing_batch_size} "
           f"--modes {' '.join(args.modes)} "
           f"--threads {args.threads} --rounds {args.rounds} --seed {args.seed}")
 

@@ -30,7 +30,8 @@ KINDS = [
     ("(-{n}, {m}]", ["(-{n},{m}]", "(-{n}, {m}]"], ["[-{n}, {m}]", "(-{n}, {m})"]),
     ("\\{{{n}, {m}\\}}", ["\\{{{m}, {n}\\}}", "\\{{{n},{m}\\}}"], ["\\{{{n}\\}}"]),
     ("\\begin{{pmatrix}} {n} & {m} \\\\ 0 & 1 \\end{{pmatrix}}",
-     ["\\begin{{pmatrix}} {n} & {m} \\\\ 0 & 1 \\end{{pmatrix}}"], ["\\begin{{pmatrix}} {m} & {n} \\\\ 0 & 1 \\end{{pmatrix}}"]),
+     ["\\begin{{pmatrix}} {n} & {m} \\\\ 0 & 1 \\end{{pmatrix}}"],
+     ["\\begin{{pmatrix}} {m} & {n} \\\\ 0 & 1 \\end{{pmatrix}}"]),
     ("{n}\\%", ["{n}\\%", "{n}%"], ["{m}\\%"]),
     ("\\text{{{word}}}", ["\\text{{{word}}}", "{word}"], ["\\text{{{other}}}"]),
     ("x = {n}", ["x = {n}", "x={n}", "{n}"], ["x = {m}"]),
@@ -50,7 +51,8 @@ def corpus(pairs: int, seed: int = 0) -> list[tuple[str, str]]:
     rows = []
     for _ in range(pairs):
         n, m, q, k = rng.randint(2, 999), rng.randint(2, 999), rng.randint(2, 97), rng.randint(2, 9)
-        values = dict(n=n, m=m if m != n else m + 1, q=q, k=k, k2x2=2 * k * k, d=f"{rng.randint(0, 99)}.{rng.randint(1, 9)}5",
+        values = dict(n=n, m=m if m != n else m + 1, q=q, k=k, k2x2=2 * k * k,
+                      d=f"{rng.randint(0, 99)}.{rng.randint(1, 9)}5",
                       word=rng.choice(WORDS), other="z" + rng.choice(WORDS))
         gold_form, same, wrong = rng.choice(KINDS)
         gold = gold_form.format(**values)

@@ -66,7 +66,8 @@ def main(pip_compile_options: list[str]) -> None:
         constraints = Path(scratch) / "gpu-versions.txt"
         constraints.write_text("".join(f"{name}=={version}\n" for name, version in sorted(held.items())))
         subprocess.run([str(pip_compile), "--quiet", "--extra", "test", "--all-build-deps", "--allow-unsafe",
-                        "--strip-extras", "--no-emit-index-url", "--no-emit-find-links", "--constraint", str(constraints),
+                        "--strip-extras", "--no-emit-index-url", "--no-emit-find-links",
+                        "--constraint", str(constraints),
                         "--output-file", str(LOCK.relative_to(REPO)), *pip_compile_options, "pyproject.toml"],
                        cwd=REPO, check=True, env={**os.environ, "CUSTOM_COMPILE_COMMAND": "make lock"})
         # The annotations name the scratch file; name what it was made from.

@@ -15,6 +15,7 @@ if pretrained_stages("build"):
         benchmark:
             benchmark_file("{built}")
         params:
+            seed=config["seed"],
             work=lambda wc: work_dir(wc.built),
             args=lambda wc: stage_args(pretrained_model_spec(wc.built)["build"]),
         wildcard_constraints:
@@ -26,7 +27,7 @@ if pretrained_stages("build"):
             container_image("base")
         shell:
             "python -m stages.base_model --corpus {input.corpus} --output_dir {output} --work_dir {params.work}"
-            " --seed {config[seed]} {params.args} > {log} 2>&1"
+            " --seed {params.seed} {params.args} > {log} 2>&1"
 
 
 if pretrained_stages("hub"):
@@ -39,6 +40,7 @@ if pretrained_stages("hub"):
         benchmark:
             benchmark_file("fetch_{fetched}")
         params:
+            online=ONLINE,
             name=lambda wc: pretrained_model_spec(wc.fetched)["name_or_path"],
             revision=lambda wc: pretrained_model_spec(wc.fetched).get("revision", ""),
         wildcard_constraints:
@@ -47,5 +49,5 @@ if pretrained_stages("hub"):
         container:
             image("cpu")
         shell:
-            "{ONLINE} python -m stages.fetch_model --name_or_path {params.name} --revision '{params.revision}'"
+            "{params.online} python -m stages.fetch_model --name_or_path {params.name} --revision '{params.revision}'"
             " --output_dir {output} > {log} 2>&1"

@@ -13,14 +13,16 @@ from stages.templates import template_for_stage
 CONFIG_ERRORS = schema_errors(config) or cross_field_errors(config)  # the second reads keys the first checked
 if CONFIG_ERRORS:
     CONFIG_FILES = workflow.overwrite_configfiles or [os.path.join("configs", "tiny.yaml")]
-    raise ValueError(f"invalid config ({', '.join(map(str, CONFIG_FILES))}):\n  " + "\n  ".join(CONFIG_ERRORS))
+    PROBLEMS = "\n  ".join(CONFIG_ERRORS)
+    raise ValueError(f"invalid config ({', '.join(map(str, CONFIG_FILES))}):\n  {PROBLEMS}")
 START_FROM = config.get("start_from", {})
 if START_FROM:
     from stages.start_from import artifact_problems
 
     ARTIFACT_ERRORS = [problem for stage, path in START_FROM.items() for problem in artifact_problems(stage, path)]
     if ARTIFACT_ERRORS:
-        raise ValueError("start_from names unusable artifacts:\n  " + "\n  ".join(ARTIFACT_ERRORS))
+        PROBLEMS = "\n  ".join(ARTIFACT_ERRORS)
+        raise ValueError(f"start_from names unusable artifacts:\n  {PROBLEMS}")
 
 wildcard_constraints:
     shard=r"\d+",
@@ -36,10 +38,11 @@ RUN_DIR = os.path.join(config["results_dir"], config["run_name"])
 # its console scripts), whatever the caller's PATH holds.
 IN_CONTAINERS = DeploymentMethod.APPTAINER in workflow.deployment_settings.deployment_method
 OWN_PATH = "" if IN_CONTAINERS else f" PATH={shlex.quote(os.path.dirname(sys.executable))}:$PATH"
+PYTHONPATH_TAIL = "${{PYTHONPATH:+:$PYTHONPATH}}"  # doubled braces: Snakemake formats the prefix too
 shell.prefix(
     "set -euo pipefail; export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1"
     f" R1_CODE_VERSION={shlex.quote(code_version())} PYTHONPATH={shlex.quote(workflow.basedir)}"
-    "${{PYTHONPATH:+:$PYTHONPATH}}" + OWN_PATH + "; "  # doubled braces: Snakemake formats the prefix too
+    f"{PYTHONPATH_TAIL}{OWN_PATH}; "
 )
 ONLINE = "env -u HF_HUB_OFFLINE -u HF_DATASETS_OFFLINE -u TRANSFORMERS_OFFLINE"
 
@@ -94,7 +97,7 @@ def tracking_args(stage, grpo=False):
              "tensorboard_dir": result("tensorboard", stage),
              **({"project": tracking["project"]} if "project" in tracking else {}),
              **({"log_completions": tracking.get("log_completions", False)} if grpo else {})}
-    return " " + stage_args(flags)
+    return f" {stage_args(flags)}"
 
 
 def student_base(student):
@@ -102,6 +105,18 @@ def student_base(student):
 
 
 JUDGE = config["rejection_sampling"].get("judge")  # a generative judge for some domains; off when absent
+
+
+def judge_inputs():
+    return {"judge": model_path("judge")} if JUDGE else {}
+
+
+def judge_args():
+    """rejection_sampling.judge as the stage's --judge_* flags (its model is an input)."""
+    if not JUDGE:
+        return ""
+    flags = {f"judge_{key}": value for key, value in JUDGE.items() if key not in ("name_or_path", "revision")}
+    return f"--judge_model {shlex.quote(model_path('judge'))} {stage_args(flags)}"
 
 
 def pretrained_model_spec(stage):

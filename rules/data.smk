@@ -14,13 +14,14 @@ if "tiny" in config["data"]:
         benchmark:
             benchmark_file("tiny_data")
         params:
-            out=result("data"),
+            seed=config["seed"],
+            out=lambda wildcards, output: os.path.dirname(output.manifest),
             args=stage_args(config["data"]["tiny"]),
         localrule: True
         container:
             image("cpu")
         shell:
-            "python -m stages.data.tiny --output_dir {params.out} --seed {config[seed]} {params.args} > {log} 2>&1"
+            "python -m stages.data.tiny --output_dir {params.out} --seed {params.seed} {params.args} > {log} 2>&1"
 
 else:
 
@@ -34,12 +35,14 @@ else:
         benchmark:
             benchmark_file("prepare_data")
         params:
-            out=result("data"),
+            online=ONLINE,
+            seed=config["seed"],
+            out=lambda wildcards, output: os.path.dirname(output.manifest),
             sources=shlex.quote(json.dumps(config["data"]["hub"]["sets"])),
             args=stage_args(config["data"]["hub"], exclude=("sets",)),
         localrule: True
         container:
             image("cpu")
         shell:
-            "{ONLINE} python -m stages.data.prepare --output_dir {params.out} --sources {params.sources}"
-            " --seed {config[seed]} {params.args} > {log} 2>&1"
+            "{params.online} python -m stages.data.prepare --output_dir {params.out} --sources {params.sources}"
+            " --seed {params.seed} {params.args} > {log} 2>&1"

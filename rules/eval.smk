@@ -12,6 +12,7 @@ rule evaluate:
     benchmark:
         benchmark_file("eval_{stage}")
     params:
+        seed=config["seed"],
         template=lambda wc: template_for_stage(wc.stage),
         sets=eval_set_args(),
         args=stage_args(config["evaluation"]["settings"]),
@@ -22,4 +23,4 @@ rule evaluate:
         container_image("evaluate")
     shell:
         "python -m stages.evaluate --model_path {input.model} --template {params.template}"
-        " --eval_sets {params.sets} --output_dir {output} --seed {config[seed]} {params.args} > {log} 2>&1"
+        " --eval_sets {params.sets} --output_dir {output} --seed {params.seed} {params.args} > {log} 2>&1"

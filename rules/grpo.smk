@@ -12,6 +12,7 @@ rule r1_zero_grpo:
     benchmark:
         benchmark_file("r1_zero")
     params:
+        seed=config["seed"],
         launch=launcher("r1_zero", "stages.grpo"),
         template=template_for_stage("r1_zero"),
         work=work_dir("r1_zero"),
@@ -23,7 +24,7 @@ rule r1_zero_grpo:
         container_image("r1_zero")
     shell:
         "{params.launch} --stage r1_zero --template {params.template} --model_path {input.model}"
-        " --train_data {input.prompts} --output_dir {output} --work_dir {params.work} --seed {config[seed]}"
+        " --train_data {input.prompts} --output_dir {output} --work_dir {params.work} --seed {params.seed}"
         " {params.args} > {log} 2>&1"
 
 
@@ -38,6 +39,7 @@ rule reasoning_rl:
     benchmark:
         benchmark_file("reasoning_rl")
     params:
+        seed=config["seed"],
         launch=launcher("reasoning_rl", "stages.grpo"),
         template=template_for_stage("reasoning_rl"),
         work=work_dir("reasoning_rl"),
@@ -49,7 +51,7 @@ rule reasoning_rl:
         container_image("reasoning_rl")
     shell:
         "{params.launch} --stage reasoning_rl --template {params.template} --model_path {input.model}"
-        " --train_data {input.prompts} --output_dir {output} --work_dir {params.work} --seed {config[seed]}"
+        " --train_data {input.prompts} --output_dir {output} --work_dir {params.work} --seed {params.seed}"
         " {params.args} > {log} 2>&1"
 
 
@@ -68,6 +70,7 @@ rule final_rl:
     benchmark:
         benchmark_file("final_rl")
     params:
+        seed=config["seed"],
         launch=launcher("final_rl", "stages.grpo"),
         template=template_for_stage("final_rl"),
         work=work_dir("final_rl"),
@@ -81,4 +84,4 @@ rule final_rl:
         "{params.launch} --stage final_rl --template {params.template} --model_path {input.model}"
         " --train_data {input.prompts} --general_data {input.general} --helpful_reward_model {input.helpful}"
         " --harmless_reward_model {input.harmless} --output_dir {output} --work_dir {params.work}"
-        " --seed {config[seed]} {params.args} > {log} 2>&1"
+        " --seed {params.seed} {params.args} > {log} 2>&1"

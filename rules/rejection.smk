@@ -2,18 +2,6 @@
 # filters and the mixture with the non-reasoning share (gather).
 
 
-def judge_inputs():
-    return {"judge": model_path("judge")} if JUDGE else {}
-
-
-def judge_args():
-    """rejection_sampling.judge as the stage's --judge_* flags (its model is an input)."""
-    if not JUDGE:
-        return ""
-    flags = {f"judge_{key}": value for key, value in JUDGE.items() if key not in ("name_or_path", "revision")}
-    return f"--judge_model {shlex.quote(model_path('judge'))} " + stage_args(flags)
-
-
 rule generate_shard:
     input:
         model=artifact("reasoning_rl"),
@@ -25,6 +13,7 @@ rule generate_shard:
     benchmark:
         benchmark_file("generate/shard-{shard}")
     params:
+        seed=config["seed"],
         work=lambda wc: os.path.join(work_dir("generate"), f"shard-{wc.shard}.jsonl"),
         num_shards=config["rejection_sampling"]["num_shards"],
         template=template_for_stage("reasoning_rl"),
@@ -37,7 +26,7 @@ rule generate_shard:
     shell:
         "python -m stages.generate --model_path {input.model} --prompts {input.prompts} --template {params.template}"
         " --shard_index {wildcards.shard} --num_shards {params.num_shards} --work_file {params.work}"
-        " --output_file {output} --seed {config[seed]} {params.args} > {log} 2>&1"
+        " --output_file {output} --seed {params.seed} {params.args} > {log} 2>&1"
 
 
 rule rejection_sampling:
@@ -52,6 +41,7 @@ rule rejection_sampling:
     benchmark:
         benchmark_file("rejection_sampling")
     params:
+        seed=config["seed"],
         targets=" ".join(f"{d}={n}" for d, n in config["rejection_sampling"]["targets"].items()),
         template=template_for_stage("reasoning_rl"),
         language=config["reasoning_rl"].get("language", "en"),  # the language the RL stage rewarded
@@ -65,5 +55,5 @@ rule rejection_sampling:
     shell:
         "python -m stages.rejection --shards {input.shards} --general_data {input.general}"
         " --targets {params.targets} --template {params.template} --language {params.language}"
-        " --output_dir {output} --work_dir {params.work} --seed {config[seed]}"
+        " --output_dir {output} --work_dir {params.work} --seed {params.seed}"
         " {params.args} {params.judge} > {log} 2>&1"

@@ -21,7 +21,7 @@ rule report:
         benchmark_file("report")
     params:
         stages=" ".join(evaluated_models()),
-        eval_root=result("eval"),
+        eval_root=lambda wildcards, input: os.path.dirname(input.evals[0]),
     localrule: True
     container:
         image("cpu")

@@ -12,6 +12,7 @@ rule reward_model:
     benchmark:
         benchmark_file("reward_model_{kind}")
     params:
+        seed=config["seed"],
         launch=launcher("reward_model", "stages.reward_model"),
         work=lambda wc: work_dir(f"reward_model_{wc.kind}"),
         args=lambda wc: stage_args(config["reward_models"][wc.kind]) + tracking_args(f"reward_model_{wc.kind}"),
@@ -22,4 +23,4 @@ rule reward_model:
         container_image("reward_model")
     shell:
         "{params.launch} --kind {wildcards.kind} --model_path {input.model} --data {input.data}"
-        " --output_dir {output} --work_dir {params.work} --seed {config[seed]} {params.args} > {log} 2>&1"
+        " --output_dir {output} --work_dir {params.work} --seed {params.seed} {params.args} > {log} 2>&1"

@@ -12,6 +12,7 @@ rule cold_start_sft:
     benchmark:
         benchmark_file("cold_start_sft")
     params:
+        seed=config["seed"],
         launch=launcher("cold_start_sft", "stages.sft"),
         work=work_dir("cold_start_sft"),
         args=stage_args(config["cold_start_sft"]) + tracking_args("cold_start_sft"),
@@ -22,7 +23,7 @@ rule cold_start_sft:
         container_image("cold_start_sft")
     shell:
         "{params.launch} --stage cold_start_sft --model_path {input.model} --train_data {input.data}"
-        " --output_dir {output} --work_dir {params.work} --seed {config[seed]} {params.args} > {log} 2>&1"
+        " --output_dir {output} --work_dir {params.work} --seed {params.seed} {params.args} > {log} 2>&1"
 
 
 rule mixture_sft:
@@ -37,6 +38,7 @@ rule mixture_sft:
     benchmark:
         benchmark_file("mixture_sft")
     params:
+        seed=config["seed"],
         launch=launcher("mixture_sft", "stages.sft"),
         mixture=os.path.join(artifact("mixture"), MIXTURE),
         work=work_dir("mixture_sft"),
@@ -48,7 +50,7 @@ rule mixture_sft:
         container_image("mixture_sft")
     shell:
         "{params.launch} --stage mixture_sft --model_path {input.model} --train_data {params.mixture}"
-        " --output_dir {output} --work_dir {params.work} --seed {config[seed]} {params.args} > {log} 2>&1"
+        " --output_dir {output} --work_dir {params.work} --seed {params.seed} {params.args} > {log} 2>&1"
 
 
 rule distill_student:
@@ -63,6 +65,7 @@ rule distill_student:
     benchmark:
         benchmark_file("distill_{student}")
     params:
+        seed=config["seed"],
         launch=launcher("distill", "stages.sft"),
         mixture=os.path.join(artifact("mixture"), MIXTURE),
         work=lambda wc: work_dir(f"distill_{wc.student}"),
@@ -77,4 +80,4 @@ rule distill_student:
     shell:
         "{params.launch} --stage distill_{wildcards.student} --model_path {input.model}"
         " --train_data {params.mixture} --output_dir {output} --work_dir {params.work}"
-        " --seed {config[seed]} {params.args} > {log} 2>&1"
+        " --seed {params.seed} {params.args} > {log} 2>&1"

@@ -11,22 +11,37 @@ from dataclasses import dataclass, field
 
 import torch
 from datasets import Dataset
-from transformers import (DataCollatorForLanguageModeling, Qwen2Config, Qwen2ForCausalLM, Trainer,
-                          TrainingArguments, set_seed)
+from transformers import (
+    DataCollatorForLanguageModeling,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Trainer,
+    TrainingArguments,
+    set_seed,
+)
 
 from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
 from stages.tokenizer import END_OF_TEXT, stop_token_ids, train_tokenizer
-from stages.training import (StopOnSignal, claim_work_dir, common_trainer_args, log_progress, resume_checkpoint,
-                             run_fingerprint, save_model_for_publication, write_training_metrics)
+from stages.training import (
+    StopOnSignal,
+    claim_work_dir,
+    common_trainer_args,
+    log_progress,
+    resume_checkpoint,
+    run_fingerprint,
+    save_model_for_publication,
+    write_training_metrics,
+)
 
 
 @dataclass
 class BaseModelConfig:
     corpus: str = field(metadata={"help": "Parquet file with a `text` column."})
     output_dir: str = field(metadata={"help": "The model directory to write."})
-    work_dir: str = field(default="", metadata={"help": "Checkpoints (outside Snakemake's outputs). Default: <output_dir>.work"})
+    work_dir: str = field(default="", metadata={"help": "Checkpoints (outside Snakemake's outputs). "
+                                                        "Default: <output_dir>.work"})
     seed: int = field(default=0)
     vocab_size: int = field(default=600, metadata={"help": "BPE vocabulary, before the added tags."})
     hidden_size: int = field(default=128)

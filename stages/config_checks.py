@@ -131,8 +131,8 @@ def compute_errors(config: dict) -> list[str]:
     judge_gpus = judge.get("vllm_tensor_parallel_size", 1)
     if judge.get("backend") == "vllm" and "compute" in config and \
             compute_settings(config, "rejection_sampling").get("gpu", 0) < judge_gpus:
-        errors.append(f"rejection_sampling.judge runs on vLLM over {judge_gpus} GPU(s) inside the rejection_sampling job: "
-                      f"set compute.rejection_sampling.gpu to at least {judge_gpus}")
+        errors.append(f"rejection_sampling.judge runs on vLLM over {judge_gpus} GPU(s) inside the rejection_sampling "
+                      f"job: set compute.rejection_sampling.gpu to at least {judge_gpus}")
     return errors
 
 

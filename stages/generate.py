@@ -37,7 +37,8 @@ class GenerateConfig(BackendOptions):
     top_p: float = field(default=0.95)
     max_new_tokens: int = field(default=256)
     max_prompts: int = field(default=0, metadata={"help": "Use only the first N prompts of the pool (0: all)."})
-    prompts_per_batch: int = field(default=16, metadata={"help": "Prompts per generate call; progress is saved after each."})
+    prompts_per_batch: int = field(default=16, metadata={"help": "Prompts per generate call; "
+                                                                 "progress is saved after each."})
     seed: int = field(default=0)
 
     def __post_init__(self):

@@ -26,44 +26,67 @@ from stages.rewards.functions import Accuracy, RewardSettings, build_reward_func
 from stages.rewards.grading import gold_problem
 from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt, training_prompt
 from stages.tokenizer import split_stop_strings, stop_token_ids
-from stages.training import (AcceleratorOptions, StopOnSignal, TrackingOptions, claim_work_dir, common_trainer_args, log_progress,
-                             process_device, refuse_data_parallel, resume_checkpoint, run_fingerprint,
-                             save_model_for_publication, write_training_metrics)
+from stages.training import (
+    AcceleratorOptions,
+    StopOnSignal,
+    TrackingOptions,
+    claim_work_dir,
+    common_trainer_args,
+    log_progress,
+    process_device,
+    refuse_data_parallel,
+    resume_checkpoint,
+    run_fingerprint,
+    save_model_for_publication,
+    write_training_metrics,
+)
 
 
 @dataclass
 class GRPOStageConfig(AcceleratorOptions, TrackingOptions):
-    model_path: str = field(metadata={"help": "Policy to start from: the base model (R1-Zero) or Dev1 (reasoning RL)."})
+    model_path: str = field(metadata={"help": "Policy to start from: the base model (R1-Zero) or Dev1 "
+                                              "(reasoning RL)."})
     train_data: list[str] = field(metadata={"help": "Reasoning parquet files (`prompt`, `solution` or `tests`)."})
     output_dir: str = field(metadata={"help": "The model directory to write."})
-    work_dir: str = field(default="", metadata={"help": "Checkpoints, outside Snakemake's outputs. Default: <output_dir>.work"})
-    stage: str = field(default="grpo", metadata={"help": "Name recorded in the manifest (r1_zero, reasoning_rl, ...)."})
-    template: str = field(default="chat", metadata={"help": f"Prompt template and response format, one of {TEMPLATES}."})
+    work_dir: str = field(default="", metadata={"help": "Checkpoints, outside Snakemake's outputs. "
+                                                        "Default: <output_dir>.work"})
+    stage: str = field(default="grpo", metadata={"help": "Name recorded in the manifest "
+                                                         "(r1_zero, reasoning_rl, ...)."})
+    template: str = field(default="chat", metadata={"help": "Prompt template and response format, "
+                                                            f"one of {TEMPLATES}."})
     rewards: list[str] = field(default_factory=lambda: ["accuracy", "format"],
-                               metadata={"help": "accuracy, code, format, tag_count, language, overlong; final RL also helpful_rm, "
-                                                        "harmless_rm. A row is scored by accuracy (gold answer) or code (tests)."})
+                               metadata={"help": "accuracy, code, format, tag_count, language, overlong; "
+                                                 "final RL also helpful_rm, harmless_rm. "
+                                                 "A row is scored by accuracy (gold answer) or code (tests)."})
     reward_weights: list[float] = field(default_factory=lambda: [1.0, 1.0],
                                         metadata={"help": "One per reward. Paper: accuracy and format equal."})
     language: str = field(default="en", metadata={"help": "Target language of the CoT for the language reward."})
     seed: int = field(default=0)
     learning_rate: float = field(default=3e-6, metadata={"help": "Paper: 3e-6."})
     beta: float = field(default=0.001, metadata={"help": "KL coefficient (paper: 0.001); 0 loads no reference model."})
-    ref_model_sync_steps: int = field(default=400, metadata={"help": "Refresh the reference model every N steps (paper: 400; 0: never)."})
+    ref_model_sync_steps: int = field(default=400, metadata={"help": "Refresh the reference model every N steps "
+                                                                     "(paper: 400; 0: never)."})
     epsilon: float = field(default=0.2, metadata={"help": "Clip range (paper: 10, in its sequence-level form)."})
-    epsilon_high: float = field(default=0.0, metadata={"help": "Upper clip range, DAPO clip-higher 0.28 (0: same as epsilon)."})
-    importance_sampling_level: str = field(default="token", metadata={"help": "token, or sequence (GSPO / the paper's form)."})
+    epsilon_high: float = field(default=0.0, metadata={"help": "Upper clip range, DAPO clip-higher 0.28 "
+                                                               "(0: same as epsilon)."})
+    importance_sampling_level: str = field(default="token", metadata={"help": "token, or sequence "
+                                                                              "(GSPO / the paper's form)."})
     loss_type: str = field(default="grpo", metadata={"help": "grpo (paper), dr_grpo, dapo, bnpo."})
     scale_rewards: str = field(default="group", metadata={"help": "group (paper), batch, or none (Dr. GRPO)."})
     num_generations: int = field(default=16, metadata={"help": "G, outputs per question (paper: 16)."})
-    questions_per_step: int = field(default=32, metadata={"help": "Questions per optimizer step (paper: 32, so 512 outputs)."})
-    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Splits a step's outputs into micro-batches."})
+    questions_per_step: int = field(default=32, metadata={"help": "Questions per optimizer step "
+                                                                  "(paper: 32, so 512 outputs)."})
+    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Splits a step's outputs "
+                                                                          "into micro-batches."})
     num_iterations: int = field(default=1, metadata={"help": "mu: optimisation passes over each batch."})
-    max_prompt_length: int = field(default=0, metadata={"help": "Drop prompts longer than this many tokens (0: keep all)."})
+    max_prompt_length: int = field(default=0, metadata={"help": "Drop prompts longer than this many tokens "
+                                                                "(0: keep all)."})
     max_completion_length: int = field(default=32768, metadata={"help": "Paper: 32,768 (65,536 after step 8.2k)."})
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature (paper: 1.0; final RL 0.7)."})
     top_p: float = field(default=1.0)
     mask_truncated_completions: bool = field(default=False, metadata={"help": "DAPO overlong filtering."})
-    overlong_buffer: int = field(default=0, metadata={"help": "DAPO soft overlong punishment window (L_cache) for the `overlong` reward."})
+    overlong_buffer: int = field(default=0, metadata={"help": "DAPO soft overlong punishment window "
+                                                              "(L_cache) for the `overlong` reward."})
     code_scoring: str = field(default="pass_all", metadata={
         "help": "`code` reward: 1 when every test case passes (paper), or `fraction` of cases passed."})
     code_timeout_s: float = field(default=5.0, metadata={"help": "`code` reward: wall clock per test case."})
@@ -73,18 +96,26 @@ class GRPOStageConfig(AcceleratorOptions, TrackingOptions):
     save_steps: int = field(default=100)
     logging_steps: int = field(default=1)
     log_completions: bool = field(default=False, metadata={
-        "help": "Sampled prompts, completions and rewards to the tracker at each logging step (TRL; W&B and trackio tables)."})
+        "help": "Sampled prompts, completions and rewards to the tracker at each logging step "
+                "(TRL; W&B and trackio tables)."})
     max_prompts: int = field(default=0, metadata={"help": "Use only the first N prompts (0: all)."})
-    general_data: list[str] = field(default_factory=list, metadata={"help": "Final RL: general prompts (general parquet), rewarded by the reward models."})
-    helpful_reward_model: str = field(default="", metadata={"help": "Final RL: the `helpful_rm` reward's model (judges the summary)."})
-    harmless_reward_model: str = field(default="", metadata={"help": "Final RL: the `harmless_rm` reward's model (judges the whole response)."})
-    general_phase_fraction: float = field(default=400 / 1700, metadata={"help": "Final RL: general prompts only in this last share of the steps (paper: 400 of 1,700)."})
-    general_share: float = field(default=0.5, metadata={"help": "Final RL: share of each step's questions that are general during that phase."})
+    general_data: list[str] = field(default_factory=list, metadata={
+        "help": "Final RL: general prompts (general parquet), rewarded by the reward models."})
+    helpful_reward_model: str = field(default="", metadata={"help": "Final RL: the `helpful_rm` reward's model "
+                                                                    "(judges the summary)."})
+    harmless_reward_model: str = field(default="", metadata={"help": "Final RL: the `harmless_rm` reward's model "
+                                                                     "(judges the whole response)."})
+    general_phase_fraction: float = field(default=400 / 1700, metadata={
+        "help": "Final RL: general prompts only in this last share of the steps (paper: 400 of 1,700)."})
+    general_share: float = field(default=0.5, metadata={"help": "Final RL: share of each step's questions "
+                                                                "that are general during that phase."})
     use_vllm: bool = field(default=False, metadata={"help": "Generate with vLLM (GPU)."})
-    vllm_mode: str = field(default="colocate", metadata={"help": "colocate, or server (`trl vllm-serve` on another node)."})
+    vllm_mode: str = field(default="colocate", metadata={"help": "colocate, or server "
+                                                                 "(`trl vllm-serve` on another node)."})
     vllm_server_host: str = field(default="", metadata={"help": "Host of `trl vllm-serve` in server mode."})
     vllm_server_port: int = field(default=8000)
-    vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"help": "Colocate: GPU memory share vLLM takes from training."})
+    vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"help": "Colocate: GPU memory share "
+                                                                              "vLLM takes from training."})
     vllm_tensor_parallel_size: int = field(default=1, metadata={"help": "Colocate: GPUs per vLLM engine."})
     deepspeed: str = field(default="", metadata={"help": "DeepSpeed JSON config (GPU runs)."})
     gradient_checkpointing: bool = field(default=False)
@@ -256,7 +287,8 @@ def main(argv=None):
         vllm_server_host=config.vllm_server_host or "0.0.0.0", vllm_server_port=config.vllm_server_port,
         vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
         vllm_tensor_parallel_size=config.vllm_tensor_parallel_size, generation_kwargs=vllm_stop or None,
-        gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None, use_liger_kernel=config.use_liger_kernel,
+        gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None,
+        use_liger_kernel=config.use_liger_kernel,
         log_completions=config.log_completions,
         **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps,
                               config.tracking_args(config.output_dir)))

@@ -28,7 +28,8 @@ class LaunchConfig:
     module: str = field(metadata={"help": "The stage module to run, e.g. stages.grpo."})
     nodes: int = field(default=1)
     gpus_per_node: int = field(default=1)
-    accelerate_config: str = field(default="", metadata={"help": "accelerate config file (DeepSpeed ZeRO stage etc.)."})
+    accelerate_config: str = field(default="", metadata={"help": "accelerate config file "
+                                                                 "(DeepSpeed ZeRO stage etc.)."})
     vllm_server_gpus: int = field(default=0, metadata={
         "help": "GRPO server mode: GPUs that run `trl vllm-serve` (a whole first node when nodes > 1)."})
     vllm_server_tensor_parallel_size: int = field(default=1, metadata={
@@ -46,7 +47,8 @@ class LaunchConfig:
             raise ValueError(f"with {self.nodes} nodes the vLLM server takes a whole node: vllm_server_gpus must be "
                              f"0 or gpus_per_node ({self.gpus_per_node}), not {self.vllm_server_gpus}")
         if self.nodes == 1 and self.vllm_server_gpus >= max(self.gpus_per_node, 1):
-            raise ValueError(f"vllm_server_gpus ({self.vllm_server_gpus}) leaves no GPU of the single node to train on")
+            raise ValueError(f"vllm_server_gpus ({self.vllm_server_gpus}) leaves no GPU of the single node "
+                             "to train on")
         if self.vllm_server_gpus % self.vllm_server_tensor_parallel_size:
             raise ValueError("vllm_server_gpus must be a multiple of vllm_server_tensor_parallel_size")
 
@@ -109,7 +111,8 @@ def plan(config: LaunchConfig, hosts: list[str], stage_args: list[str]) -> list[
                 mode = ["--config_file", config.accelerate_config]
             else:  # accelerate's torchrun launcher; without GPUs its processes join over gloo (CPU data parallel)
                 mode = ["--multi_gpu"]
-            argv = ["accelerate", "launch", *mode, "--num_machines", str(machines), "--num_processes", str(machines * gpus),
+            argv = ["accelerate", "launch", *mode, "--num_machines", str(machines),
+                    "--num_processes", str(machines * gpus),
                     "--machine_rank", str(rank), "--main_process_ip", train_hosts[0],
                     "--main_process_port", str(config.main_process_port), "-m", config.module]
         tasks.append(Task(f"train-{rank}", host, prefix + argv + stage_args, env))

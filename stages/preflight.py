@@ -35,7 +35,7 @@ PLACEHOLDERS = {"slurm_account": "my_project"}
 LOGIN_NODE_RULES = ("tiny_data", "prepare_data", "fetch_model", "report", "all")
 # The compute entry whose resources a rule's jobs take, where the rule's name is not the entry's.
 COMPUTE_KEY_OF_RULE = {"r1_zero_grpo": "r1_zero", "generate_shard": "generate", "distill_student": "distill",
-                       "base_model": "base", "tiny_data": "data"}
+                       "base_model": "base"}
 
 
 @dataclass
@@ -131,8 +131,8 @@ def image_problems(config: dict) -> list[str]:
     problems = []
     for flavour, image in container_images(config).items():
         if "://" not in image and not (REPO / image).exists():  # a file, or a sandbox directory
-            problems.append(f"the {flavour} image {image} is not built: `make containers` on a machine with apptainer, "
-                            f"or set containers.{flavour} in the config to an image you have")
+            problems.append(f"the {flavour} image {image} is not built: `make containers` on a machine "
+                            f"with apptainer, or set containers.{flavour} in the config to an image you have")
     return problems
 
 
@@ -154,7 +154,8 @@ def dry_run(configfiles: list[Path], profile_dir: Path, without_apptainer: bool)
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
-        raise SystemExit(f"preflight: the dry run failed ({' '.join(command)}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+        raise SystemExit(f"preflight: the dry run failed ({' '.join(command)}):\n"
+                         f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
     return done.stdout
 
 
@@ -173,7 +174,8 @@ def gpu_hours_table(jobs: list[PlannedJob], config: dict, retries: int) -> tuple
         submits = max(1, math.ceil(estimate / job.runtime_hours)) if estimate and job.runtime_hours else 1
         if submits > 1 + retries:
             problems.append(f"compute.{key}: estimated {estimate} h needs {submits} submissions of runtime "
-                            f"{job.runtime_hours:g} h, more than the profile's 1 + {retries} retries: raise runtime or retries")
+                            f"{job.runtime_hours:g} h, more than the profile's 1 + {retries} retries: "
+                            "raise runtime or retries")
         requested = len(group) * job.gpus * job.runtime_hours * submits
         estimated = len(group) * job.gpus * estimate if estimate is not None else None
         total_requested += requested
@@ -194,7 +196,8 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configfile", type=Path, nargs="+", required=True,
                         help="The scale config (and any layered on it), as given to snakemake.")
-    parser.add_argument("--profile", type=Path, default=REPO / "profiles" / "slurm", help="The Snakemake profile directory.")
+    parser.add_argument("--profile", type=Path, default=REPO / "profiles" / "slurm",
+                        help="The Snakemake profile directory.")
     args = parser.parse_args(argv)
     for path in args.configfile:
         if not path.is_file():
@@ -230,7 +233,8 @@ def main(argv=None) -> int:
 def deep_update(base: dict, override: dict) -> dict:
     merged = dict(base)
     for key, value in override.items():
-        merged[key] = deep_update(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+        merged[key] = deep_update(merged[key], value) \
+            if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
     return merged
 
 

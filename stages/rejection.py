@@ -61,10 +61,13 @@ class RejectionConfig:
     template: str = field(default="chat", metadata={"help": "Response format of the sampled responses."})
     max_per_prompt: int = field(default=1, metadata={"help": "Correct responses kept per prompt."})
     language: str = field(default="en", metadata={"help": "Target language of the reasoning."})
-    min_language_share: float = field(default=1.0, metadata={"help": "Drop CoTs with a smaller share of target-language words."})
+    min_language_share: float = field(default=1.0, metadata={"help": "Drop CoTs with a smaller "
+                                                                     "share of target-language words."})
     max_paragraph_chars: int = field(default=2000, metadata={"help": "Drop CoTs with a longer paragraph."})
-    max_repeated_ngram_share: float = field(default=0.5, metadata={"help": "Drop responses whose repeated 4-grams exceed this share."})
-    allow_shortfall: bool = field(default=False, metadata={"help": "Accept fewer rows than a target instead of failing."})
+    max_repeated_ngram_share: float = field(default=0.5, metadata={"help": "Drop responses whose repeated "
+                                                                           "4-grams exceed this share."})
+    allow_shortfall: bool = field(default=False, metadata={"help": "Accept fewer rows than a "
+                                                                   "target instead of failing."})
     verify_timeout_s: float = field(default=5.0)
     code_timeout_s: float = field(default=5.0, metadata={"help": "Wall clock per test case of a code row."})
     allow_rlimit_only: bool = field(default=False, metadata={
@@ -408,7 +411,8 @@ def verify_pool(config: "RejectionConfig", log: VerdictLog) -> Candidates:
 def reasoning_example(row: dict) -> dict:
     return {"id": f"{row['id']}-s{row['sample']}", "domain": row["domain"],
             # the prompt exactly as generation rendered it, with its domain's instruction
-            "messages": chat_messages(row["prompt"], row["domain"]) + [{"role": "assistant", "content": row["completion"]}]}
+            "messages": chat_messages(row["prompt"], row["domain"])
+                        + [{"role": "assistant", "content": row["completion"]}]}
 
 
 def general_examples(path: str) -> list[dict]:
@@ -416,7 +420,8 @@ def general_examples(path: str) -> list[dict]:
     for row in read_table(path, "general").to_pylist():
         unique.setdefault((normalize_prompt(row["prompt"]), row["reference"].strip()), row)
     return [{"id": row["id"], "domain": NON_REASONING,
-             "messages": [{"role": "user", "content": row["prompt"]}, {"role": "assistant", "content": row["reference"]}]}
+             "messages": [{"role": "user", "content": row["prompt"]},
+                          {"role": "assistant", "content": row["reference"]}]}
             for row in unique.values()]
 
 

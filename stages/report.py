@@ -10,6 +10,7 @@ as Markdown, JSON and one self-contained HTML page (plots embedded).
 """
 
 import argparse
+import ast
 import base64
 import hashlib
 import html
@@ -40,9 +41,11 @@ SAMPLE_CHARS = 700
 
 def report_code_digest() -> str:
     """What the page looks like is decided by this module and the plots: docs/report.png records the
-    digest it was taken with, and a test fails when they change without a new screenshot."""
+    digest of their code (syntax trees: comments and line wrapping aside) it was taken with, and a test
+    fails when the code changes without a new screenshot."""
     here = Path(__file__).resolve().parent
-    return hashlib.sha256(b"".join((here / name).read_bytes() for name in ("report.py", "plots.py"))).hexdigest()
+    trees = "".join(ast.dump(ast.parse((here / name).read_text())) for name in ("report.py", "plots.py"))
+    return hashlib.sha256(trees.encode()).hexdigest()
 
 
 def display_name(stage: str) -> str:
@@ -211,7 +214,8 @@ def run_identity(eval_root: Path, stages: list[str]) -> str:
     """Run, commit and the main package versions, from the first evaluation's manifest."""
     manifest = read_manifest(eval_root / stages[0])
     packages = manifest.get("packages", {})
-    versions = ", ".join(f"{name} {packages[name]}" for name in ("torch", "transformers", "trl", "vllm") if name in packages)
+    versions = ", ".join(f"{name} {packages[name]}"
+                         for name in ("torch", "transformers", "trl", "vllm") if name in packages)
     return f"run {eval_root.parent.name} · commit {manifest['code_version']} · {versions}"
 
 
@@ -314,7 +318,8 @@ def main(argv=None):
         markdown_parts.append(markdown(trained_header, trained))
     explanation = ("Per logging step. RL: the reward (the weighted sum of this stage's rewards, so its level differs "
                    "between stages), each reward's mean, completion length, KL and the share of groups whose rewards "
-                   "all tie; final RL's general phase is shaded. SFT and reward models: training loss and learning rate.")
+                   "all tie; final RL's general phase is shaded. "
+                   "SFT and reward models: training loss and learning rate.")
     for directory in args.trained:
         png = stage_curves(directory)
         if png:
@@ -342,7 +347,8 @@ def main(argv=None):
     with staged_output(args.output_dir, "report", vars(args), inputs) as (scratch, headline):
         (scratch / "scores.json").write_text(json.dumps(scores, indent=2) + "\n")
         (scratch / "table.md").write_text("\n".join(markdown_parts))
-        (scratch / "report.html").write_text(html_page(args.title, run_identity(args.eval_root, args.stages), sections))
+        (scratch / "report.html").write_text(html_page(args.title, run_identity(args.eval_root, args.stages),
+                                                       sections))
         headline["models"] = len(rows)
     show(args.output_dir)
 

@@ -27,9 +27,19 @@ from trl import RewardConfig, RewardTrainer
 from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
-from stages.training import (AcceleratorOptions, StopOnSignal, TrackingOptions, claim_work_dir, common_trainer_args, log_progress,
-                             refuse_data_parallel, resume_checkpoint, run_fingerprint,
-                             save_model_for_publication, write_training_metrics)
+from stages.training import (
+    AcceleratorOptions,
+    StopOnSignal,
+    TrackingOptions,
+    claim_work_dir,
+    common_trainer_args,
+    log_progress,
+    refuse_data_parallel,
+    resume_checkpoint,
+    run_fingerprint,
+    save_model_for_publication,
+    write_training_metrics,
+)
 
 KINDS = ("helpful", "harmless")
 REWARD_STATS = "reward_stats.json"
@@ -132,7 +142,8 @@ def main(argv=None):
 
     if not save_model_for_publication(trainer, tokenizer, config.output_dir):
         return  # another process of a multi-GPU run: the main one publishes
-    with staged_output(config.output_dir, f"reward_model_{config.kind}", config, inputs, fresh=False) as (scratch, headline):
+    with staged_output(config.output_dir, f"reward_model_{config.kind}", config, inputs,
+                       fresh=False) as (scratch, headline):
         write_training_metrics(trainer, scratch)
         stats = {"mean": statistics.fmean(held_out_scores), "std": statistics.pstdev(held_out_scores) or 1.0}
         (scratch / REWARD_STATS).write_text(json.dumps(stats) + "\n")

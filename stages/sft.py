@@ -18,9 +18,19 @@ from trl import SFTConfig, SFTTrainer
 from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
-from stages.training import (AcceleratorOptions, StopOnSignal, TrackingOptions, claim_work_dir, common_trainer_args, log_progress,
-                             refuse_data_parallel, resume_checkpoint, run_fingerprint,
-                             save_model_for_publication, write_training_metrics)
+from stages.training import (
+    AcceleratorOptions,
+    StopOnSignal,
+    TrackingOptions,
+    claim_work_dir,
+    common_trainer_args,
+    log_progress,
+    refuse_data_parallel,
+    resume_checkpoint,
+    run_fingerprint,
+    save_model_for_publication,
+    write_training_metrics,
+)
 
 
 @dataclass
@@ -28,18 +38,23 @@ class SFTStageConfig(AcceleratorOptions, TrackingOptions):
     model_path: str = field(metadata={"help": "Initial model: the base model (paper), or any checkpoint."})
     train_data: list[str] = field(metadata={"help": "Parquet files of conversations (`messages` column)."})
     output_dir: str = field(metadata={"help": "The model directory to write."})
-    work_dir: str = field(default="", metadata={"help": "Checkpoints, outside Snakemake's outputs. Default: <output_dir>.work"})
+    work_dir: str = field(default="", metadata={"help": "Checkpoints, outside Snakemake's outputs. "
+                                                        "Default: <output_dir>.work"})
     stage: str = field(default="sft", metadata={"help": "Name recorded in the manifest (cold_start_sft, ...)."})
     seed: int = field(default=0)
-    learning_rate: float = field(default=5e-6, metadata={"help": "Paper, Dev3: 5e-6; distillation 1e-4 (1.5B) .. 2e-5 (70B)."})
+    learning_rate: float = field(default=5e-6, metadata={"help": "Paper, Dev3: 5e-6; "
+                                                                 "distillation 1e-4 (1.5B) .. 2e-5 (70B)."})
     num_train_epochs: float = field(default=2.0, metadata={"help": "Paper, Dev3: 2 epochs; distillation 2-3."})
     max_steps: int = field(default=-1, metadata={"help": "Stop after this many steps (-1: run the epochs)."})
     per_device_train_batch_size: int = field(default=8)
     gradient_accumulation_steps: int = field(default=1, metadata={"help": "Paper, Dev3: global batch 64."})
-    max_length: int = field(default=1024, metadata={"help": "Tokens per example (paper: 32,768); longer ones are truncated."})
-    packing: bool = field(default=False, metadata={"help": "Pack examples (bfd, padding-free): fewer padding tokens on long-tailed data (bench/sft_tokens.py)."})
+    max_length: int = field(default=1024, metadata={"help": "Tokens per example (paper: 32,768); "
+                                                            "longer ones are truncated."})
+    packing: bool = field(default=False, metadata={"help": "Pack examples (bfd, padding-free): fewer padding "
+                                                           "tokens on long-tailed data (bench/sft_tokens.py)."})
     lr_scheduler_type: str = field(default="cosine_with_min_lr")
-    min_lr_rate: float = field(default=0.1, metadata={"help": "Cosine decay to this fraction of the peak (paper: 1/10)."})
+    min_lr_rate: float = field(default=0.1, metadata={"help": "Cosine decay to this fraction of the peak "
+                                                              "(paper: 1/10)."})
     warmup_ratio: float = field(default=0.03, metadata={"help": "Share of the steps spent warming up, in [0, 1)."})
     weight_decay: float = field(default=0.0)
     gradient_checkpointing: bool = field(default=False)
@@ -86,7 +101,8 @@ def main(argv=None):
         packing=config.packing, lr_scheduler_type=config.lr_scheduler_type,
         lr_scheduler_kwargs={"min_lr_rate": config.min_lr_rate} if "min_lr" in config.lr_scheduler_type else None,
         warmup_steps=config.warmup_ratio, weight_decay=config.weight_decay,  # a float < 1 is a ratio
-        gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None, use_liger_kernel=config.use_liger_kernel,
+        gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None,
+        use_liger_kernel=config.use_liger_kernel,
         **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps,
                               config.tracking_args(config.output_dir)))
     # After the arguments: a ZeRO-3 config registered by them makes DeepSpeed partition while loading.

@@ -51,7 +51,8 @@ def stop_token_ids(tokenizer) -> list[int]:
     """Generation stops at the end of a chat turn or at the end of a document. Both are named, not
     taken from the eos: a Qwen2.5 base tokenizer's eos is <|endoftext|>, while a model fine-tuned on
     its ChatML template ends its turns with <|im_end|>."""
-    ids = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids(END_OF_TEXT), tokenizer.convert_tokens_to_ids(IM_END)}
+    ids = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids(END_OF_TEXT),
+           tokenizer.convert_tokens_to_ids(IM_END)}
     return sorted(i for i in ids if i is not None and i != tokenizer.unk_token_id)
 
 

@@ -41,7 +41,8 @@ class AcceleratorOptions:
         while the plain Trainer's bf16 is autocast only, and AdamW steps of 1e-6..1e-5 on bf16 weights
         round away (bf16 resolution near 0.02 is ~1e-4)."""
         dtype = "auto" if uses_deepspeed(deepspeed) else torch.float32
-        return {"dtype": dtype, **({"attn_implementation": self.attn_implementation} if self.attn_implementation else {})}
+        return {"dtype": dtype,
+                **({"attn_implementation": self.attn_implementation} if self.attn_implementation else {})}
 
 
 @dataclass(kw_only=True)
@@ -53,7 +54,8 @@ class TrackingOptions:
     run_name: str = field(default="", metadata={"help": "The run's name in the tracker (rules: <run_name>/<stage>)."})
     project: str = field(default="", metadata={"help": "W&B / trackio project (empty: the tracker's default)."})
     tensorboard_dir: str = field(default="", metadata={
-        "help": "Where TensorBoard's event files go (rules: results/<run>/tensorboard/<stage>). Default: <output_dir>.tensorboard"})
+        "help": "Where TensorBoard's event files go (rules: results/<run>/tensorboard/<stage>). "
+                "Default: <output_dir>.tensorboard"})
 
     def tracking_args(self, output_dir: str) -> dict:
         """Trainer arguments for the trackers. transformers 5 reads TensorBoard's directory and W&B's
@@ -258,7 +260,7 @@ def log_progress(trainer) -> None:
 
 def write_training_metrics(trainer, output_dir) -> list[dict]:
     """The Trainer's log history (restored from the checkpoint on resume, so the curve is whole)."""
-    history = [row for row in trainer.state.log_history]
+    history = list(trainer.state.log_history)
     write_jsonl(Path(output_dir) / METRICS, history)
     return history
 

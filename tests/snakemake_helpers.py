@@ -36,7 +36,8 @@ FAST = {
     "final_rl": {"max_steps": 2, "num_generations": 2, "questions_per_step": 2, "max_completion_length": 8,
                  "general_phase_fraction": 0.5, "save_steps": 1, "logging_steps": 1},
     "distillation": {"students": {"small": {"build": {
-        "vocab_size": 400, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+        "vocab_size": 400, "hidden_size": 32, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "num_key_value_heads": 1,
         "intermediate_size": 64, "block_size": 64, "max_steps": 5, "save_steps": 5, "logging_steps": 1}}},
         "sft": {"max_steps": 2, "save_steps": 1, "logging_steps": 1}},
     "evaluation": {"settings": {"num_samples": 2, "max_new_tokens": 16, "max_prompts": 6}},

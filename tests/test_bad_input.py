@@ -18,13 +18,15 @@ def _reasoning(path, rows):
 
 
 def grpo_without_a_gold_answer(tmp, model):
-    data = _reasoning(tmp / "rl.parquet", [{"prompt": "1 + 1?", "solution": "2"}, {"prompt": "2 + 2?", "solution": ""}])
+    data = _reasoning(tmp / "rl.parquet", [{"prompt": "1 + 1?", "solution": "2"},
+                                           {"prompt": "2 + 2?", "solution": ""}])
     grpo.main(["--model_path", model, "--train_data", data, "--output_dir", str(tmp / "out"), "--max_steps", "1",
                "--num_generations", "2", "--questions_per_step", "1", "--max_completion_length", "4"])
 
 
 def sft_conversation_without_an_answer(tmp, model):
-    rows = [{"id": "ok", "domain": "math", "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]},
+    rows = [{"id": "ok", "domain": "math", "messages": [{"role": "user", "content": "q"},
+                                                        {"role": "assistant", "content": "a"}]},
             {"id": "cut", "domain": "math", "messages": [{"role": "user", "content": "q"}]}]
     pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS["sft"]), tmp / "cold.parquet")
     sft.main(["--model_path", model, "--train_data", str(tmp / "cold.parquet"), "--output_dir", str(tmp / "out"),
@@ -39,7 +41,8 @@ def preferences_without_rejected(tmp, model):
 
 
 def evaluation_row_without_a_gold_answer(tmp, model):
-    data = _reasoning(tmp / "eval.parquet", [{"prompt": "1 + 1?", "solution": "2"}, {"prompt": "3 + 4?", "solution": " "}])
+    data = _reasoning(tmp / "eval.parquet", [{"prompt": "1 + 1?", "solution": "2"},
+                                             {"prompt": "3 + 4?", "solution": " "}])
     evaluate.main(["--model_path", model, "--eval_sets", f"math={data}", "--output_dir", str(tmp / "out"),
                    "--num_samples", "1", "--max_new_tokens", "4"])
 

@@ -4,8 +4,15 @@ GPUs and nodes it promises (nothing is downloaded: prepare_data and fetch_model 
 import pytest
 import yaml
 
-from tests.snakemake_helpers import (REPO, apptainer_env, merged, planned_job_details, planned_jobs, snakemake,
-                                     write_config)
+from tests.snakemake_helpers import (
+    REPO,
+    apptainer_env,
+    merged,
+    planned_job_details,
+    planned_jobs,
+    snakemake,
+    write_config,
+)
 
 REAL_CONFIGS = ["qwen2.5-1.5b", "qwen2.5-7b", "paper"]
 MAIN_LINE = ["r1_zero_grpo", "cold_start_sft", "reasoning_rl", "rejection_sampling", "mixture_sft", "final_rl"]
@@ -18,7 +25,8 @@ def load(name):
 def plan(tmp_path, venv_env, config_path):
     """`snakemake -n --profile profiles/slurm`: the plan a user's cluster run starts from. The profile
     runs jobs in Apptainer images, and Snakemake asks for `apptainer --version` even in a dry run."""
-    env = apptainer_env(dict(venv_env, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1"), tmp_path / "apptainer-calls.jsonl")
+    env = apptainer_env(dict(venv_env, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1"),
+                        tmp_path / "apptainer-calls.jsonl")
     done = snakemake(tmp_path, config_path, "-n", "-p", "all", "--profile", str(REPO / "profiles" / "slurm"), env=env)
     return planned_jobs(done.stdout), planned_job_details(done.stdout)
 
@@ -131,7 +139,8 @@ def test_real_config_mistakes_are_named(tmp_path, venv_env, override, named):
 def test_gpu_smoke_config_plans_every_stage_with_vllm_sampling(tmp_path, venv_env):
     jobs, details = plan(tmp_path, venv_env, REPO / "configs" / "gpu-smoke.yaml")
     assert jobs["tiny_data"] == 1 and jobs["fetch_model"] == 2 and "base_model" not in jobs
-    assert all("--backend vllm" in job["shell"] for job in by_rule(details, "generate_shard") + by_rule(details, "evaluate"))
+    assert all("--backend vllm" in job["shell"]
+               for job in by_rule(details, "generate_shard") + by_rule(details, "evaluate"))
     assert all("--use_vllm true --vllm_mode colocate" in job["shell"]
                for rule in ("r1_zero_grpo", "reasoning_rl", "final_rl") for job in by_rule(details, rule))
 

@@ -1,12 +1,11 @@
 import json
-import re
 import os
+import re
 
 import pytest
 
 from stages import evaluate
-from stages.evaluate import (IncompleteSamplesError, check_complete, cons_at_k, majority_answer, pass_at_1,
-                             score_set)
+from stages.evaluate import IncompleteSamplesError, check_complete, cons_at_k, majority_answer, pass_at_1, score_set
 from stages.generation import Sample
 from stages.rewards.grading import Grader
 from stages.rewards.sandbox import isolation_problem
@@ -41,7 +40,8 @@ def test_score_set_on_hand_made_completions():
     rows = [{"id": "a", "solution": "4", "level": 1}, {"id": "b", "solution": "10", "level": 2}]
     good = "<think> 2 + 2 = 4. </think> <answer> 4 </answer>"
     samples = [[Sample(good, 12, True), Sample("<think> x </think> <answer> 5 </answer>", 10, True)],
-               [Sample("The answer is 10.", 6, True), Sample("<think> 5 + 5 = 10. </think> <answer> 10 </answer>", 14, False)]]
+               [Sample("The answer is 10.", 6, True),
+                Sample("<think> 5 + 5 = 10. </think> <answer> 10 </answer>", 14, False)]]
     grader = Grader("r1_zero")
     scores, records = score_set(rows, samples, "r1_zero", 2, grader)
     grader.close()
@@ -77,9 +77,11 @@ def test_evaluate_cli_writes_scores_samples_and_manifest(tiny_model_dir, small_d
                    f"math={small_data_dir / 'eval_math.parquet'}", "--output_dir", str(out), "--num_samples", "3",
                    "--max_new_tokens", "8", "--max_prompts", "5", "--batch_size", "4"])
     # the log shows progress per sampled batch: 15 sequences in batches of 4
-    progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("math: ") and "samples (" in line]
+    progress = [line for line in capsys.readouterr().out.splitlines()
+                if line.startswith("math: ") and "samples (" in line]
     assert [line.split()[1] for line in progress] == ["4/15", "8/15", "12/15", "15/15"]
-    assert re.fullmatch(r"math: 15/15 samples \(100%\) \| \d+:\d\d:\d\d elapsed, ETA 0:00:00", progress[-1]), progress[-1]
+    assert re.fullmatch(r"math: 15/15 samples \(100%\) \| \d+:\d\d:\d\d elapsed, ETA 0:00:00",
+                        progress[-1]), progress[-1]
     scores = json.loads((out / "scores.json").read_text())["math"]
     assert scores["num_prompts"] == 5 and scores["k"] == 3
     assert 0 <= scores["pass_at_1"] <= 1 and scores["mean_length"] <= 8
@@ -102,4 +104,5 @@ def test_cpu_stages_never_import_vllm_and_backend_flags_reach_the_chosen_backend
     assert done.stdout.strip() == "{'tensor_parallel_size': 2, 'gpu_memory_utilization': 0.9, 'max_model_len': 4096}"
     from stages.generate import GenerateConfig
 
-    assert GenerateConfig(model_path="m", prompts="p", output_file="o", batch_size=7).backend_kwargs() == {"batch_size": 7}
+    assert GenerateConfig(model_path="m", prompts="p", output_file="o",
+                          batch_size=7).backend_kwargs() == {"batch_size": 7}

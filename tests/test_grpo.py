@@ -117,7 +117,8 @@ def test_final_rl_routes_rewards_and_starts_the_general_phase_on_schedule(tiny_m
     out = tmp_path / "r1"
     grpo.main(["--stage", "final_rl", "--template", "chat", "--model_path", str(tiny_model_dir),
                "--train_data", str(small_data_dir / "rl_prompts.parquet"),
-               "--general_data", str(small_data_dir / "rl_general.parquet"), "--helpful_reward_model", str(helpful_reward_model_dir),
+               "--general_data", str(small_data_dir / "rl_general.parquet"),
+               "--helpful_reward_model", str(helpful_reward_model_dir),
                "--output_dir", str(out),
                "--rewards", "accuracy", "format", "helpful_rm", "--reward_weights", "1", "1", "1",
                "--general_phase_fraction", "0.5", "--general_share", "0.5", "--num_generations", "2",

@@ -166,7 +166,8 @@ def test_a_dead_server_fails_the_launch():
     assert code == 1
 
 
-def test_two_process_data_parallel_sft_publishes_one_complete_model(tiny_model_dir, small_data_dir, tmp_path, venv_env):
+def test_two_process_data_parallel_sft_publishes_one_complete_model(tiny_model_dir, small_data_dir, tmp_path,
+                                                                     venv_env):
     """The launcher's accelerate path for real: two CPU processes train one model (gloo), every
     process takes part in the save, only the main one publishes the output."""
     import json

@@ -3,7 +3,6 @@ profile's site placeholders are flagged, and every real config's plan is priced 
 
 import math
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -55,7 +54,8 @@ def test_the_shipped_profile_is_flagged_and_each_real_config_is_priced(name, tmp
         # hours (2 h at least), and a job longer than Slurm's 48 h limit resumes within the profile's retries
         estimate = float(estimate_h)
         assert float(estimated) == pytest.approx(int(jobs) * int(gpus) * estimate, rel=0.01)
-        assert estimate <= float(runtime_h) * int(submits) and float(runtime_h) <= min(max(2, math.ceil(2 * estimate)), 48)
+        assert estimate <= float(runtime_h) * int(submits) and \
+            float(runtime_h) <= min(max(2, math.ceil(2 * estimate)), 48)
         assert int(submits) == max(1, -(-estimate // float(runtime_h)))
     totals = rows["total"]
     assert float(totals[-2]) == pytest.approx(sum(float(r[-2]) for s, r in rows.items() if s != "total"), rel=0.01)
@@ -94,7 +94,8 @@ def test_a_missing_config_file_is_one_line_with_the_choices(tmp_path, monkeypatc
     with pytest.raises(SystemExit) as stop:
         preflight.main(["--configfile", "configs/qwen2.5-1.5B.yaml"])
     assert str(stop.value).count("\n") == 0
-    assert re.search(r"no config file configs/qwen2\.5-1\.5B\.yaml \(configs: .*configs/qwen2\.5-1\.5b\.yaml", str(stop.value))
+    assert re.search(r"no config file configs/qwen2\.5-1\.5B\.yaml \(configs: .*configs/qwen2\.5-1\.5b\.yaml",
+                     str(stop.value))
 
 
 def test_login_node_rules_are_the_rules_marked_local():

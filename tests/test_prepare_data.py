@@ -86,7 +86,8 @@ def test_prepares_every_set_drops_bad_rows_and_counts_them(hub_copies, tmp_path)
         "preferences_harmless: chosen and rejected are the same text": 1}
     general = read_table(out / "general.parquet", "general").to_pylist()
     rl_general = read_table(out / "rl_general.parquet", "general").to_pylist()
-    assert [r["prompt"] for r in general + rl_general] == [f"Write a haiku about {t}." for t in ("rain", "snow", "wind")]
+    assert [r["prompt"] for r in general + rl_general] == \
+        [f"Write a haiku about {t}." for t in ("rain", "snow", "wind")]
     assert general[0]["reference"] == "A haiku about rain."
     harmless = read_table(out / "preferences_harmless.parquet", "preference").to_pylist()
     assert harmless[0]["prompt"] == "How do I pick a lock?" and harmless[0]["chosen"].startswith("I can't")

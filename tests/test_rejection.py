@@ -42,8 +42,10 @@ def _run(tmp_path, rows, general, *flags, shards=1, targets=("math=1000",), name
     paths = _write_shards(tmp_path, rows, shards) if rows is not None else sorted(tmp_path.glob("shard-*.jsonl"))
     out = tmp_path / name
     rejection.main(["--shards", *map(str, paths), "--general_data", str(general), "--targets", *targets,
-                    "--output_dir", str(out), "--work_dir", str(tmp_path / "work"), "--max_paragraph_chars", "100", "--allow_shortfall", "true", *flags])
-    return pq.read_table(out / "mixture.parquet").to_pylist(), json.loads((out / "manifest.json").read_text())["metrics"]
+                    "--output_dir", str(out), "--work_dir", str(tmp_path / "work"), "--max_paragraph_chars", "100",
+                    "--allow_shortfall", "true", *flags])
+    return (pq.read_table(out / "mixture.parquet").to_pylist(),
+            json.loads((out / "manifest.json").read_text())["metrics"])
 
 
 def test_each_filter_removes_its_case_and_counts_it(small_data_dir, tmp_path):
@@ -298,8 +300,8 @@ def test_a_judge_model_decides_its_domains_and_a_rerun_reuses_its_verdicts(tiny_
                                                                             capsys):
     """The plumbing, with a tiny model as the judge: its replies are mostly no verdict at all, which
     is the point of parsing strictly (how good a judge is, is the chosen model's matter)."""
-    from stages.judge import Judge
     from stages.generation import load_generator
+    from stages.judge import Judge
 
     rows = [_row(f"q{i}", 0, GOOD.replace("\\boxed{5}", f"\\boxed{{{i}}}"), solution=str(i), domain="open_qa")
             for i in range(6)] + [_row("m", 0, GOOD), _row("m", 1, GOOD.replace("5}", "6}"))]

@@ -73,10 +73,12 @@ def test_sigterm_at_a_random_step_then_rerun_ends_like_an_uninterrupted_run(tmp_
     assert "received SIGTERM" in first_log and "stopped at step" in first_log
     stopped_at = int(first_log.split("stopped at step ")[1].split()[0])
     assert 0 < stopped_at < 30
-    assert (interrupted / "results" / "tiny" / ".work" / "r1_zero" / f"checkpoint-{stopped_at}" / "trainer_state.json").exists()
+    assert (interrupted / "results" / "tiny" / ".work" / "r1_zero" / f"checkpoint-{stopped_at}"
+            / "trainer_state.json").exists()
     assert not (interrupted / TARGET).exists()
 
     subprocess.run(snakemake_command(interrupted, config_path), env=env, check=True, capture_output=True)
     assert f"resuming from results/tiny/.work/r1_zero/checkpoint-{stopped_at}" in log.read_text()
     assert training_rows(interrupted) == training_rows(whole)
-    assert (interrupted / TARGET / "model.safetensors").read_bytes() == (whole / TARGET / "model.safetensors").read_bytes()
+    assert (interrupted / TARGET / "model.safetensors").read_bytes() == \
+        (whole / TARGET / "model.safetensors").read_bytes()

@@ -60,7 +60,8 @@ def completion(rng: random.Random) -> str:
     answer = fragment(rng)
     shape = rng.randrange(5)
     if shape == 0:
-        return f"<think> {fragment(rng)} </think> <answer> {answer} </answer>{fragment(rng) if rng.random() < .3 else ''}"
+        return (f"<think> {fragment(rng)} </think> <answer> {answer} </answer>"
+                f"{fragment(rng) if rng.random() < .3 else ''}")
     if shape == 1:
         return f"<think>\n{fragment(rng)}\n</think>\n\nThe answer is \\boxed{{{answer}}}."
     if shape == 2:

@@ -49,7 +49,8 @@ def test_held_out_pairs_are_scored_as_trained_cut_at_max_length(tiny_model_dir):
     model.config.pad_token_id = tokenizer.pad_token_id
     shared = "1 + 2 = 3. " * 20
     rows = [{"prompt": "Add.", "chosen": shared + "Yes, 17.", "rejected": shared + "No: 99 - 3 = 4?"}]
-    text = tokenizer.apply_chat_template([{"role": "user", "content": "Add."}, {"role": "assistant", "content": shared}],
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "Add."},
+                                          {"role": "assistant", "content": shared}],
                                          tokenize=False)
     length = len(tokenizer(text, add_special_tokens=False).input_ids)
     _, cut = reward_model.pairwise_accuracy(model, tokenizer, rows, max_length=length - 10)

@@ -178,7 +178,8 @@ def test_writes_outside_the_run_directory_change_nothing(code_reward, tmp_path):
     target = tmp_path / "outside.txt"
     target.write_text("original")
     program = (f"import os\n"
-               f"for path in [{str(target)!r}, '/tmp/r1-sandbox-escape', '/usr/r1-escape', {str(REPO / 'escape')!r}]:\n"
+               f"for path in [{str(target)!r}, '/tmp/r1-sandbox-escape', '/usr/r1-escape', "
+               f"{str(REPO / 'escape')!r}]:\n"
                "    try:\n        open(path, 'w').write('pwned')\n    except OSError:\n        pass\n"
                "open('own-file.txt', 'w').write('fine')\nprint(5)")
     assert score(code_reward, program) == 0.0  # prints 5 for both cases: one is wrong

@@ -16,7 +16,8 @@ def test_sft_lowers_the_loss_on_cold_start_data(tiny_model_dir, small_data_dir, 
     out = tmp_path / "dev1"
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", "")  # the stage sets it: restored after the test
     sft.main(["--report_to", "tensorboard", "--tensorboard_dir", str(tmp_path / "tensorboard"),
-              "--run_name", "tiny/cold_start_sft","--model_path", str(tiny_model_dir), "--train_data", str(small_data_dir / "cold_start.parquet"),
+              "--run_name", "tiny/cold_start_sft", "--model_path", str(tiny_model_dir),
+              "--train_data", str(small_data_dir / "cold_start.parquet"),
               "--output_dir", str(out), "--stage", "cold_start_sft", "--learning_rate", "3e-3",
               "--num_train_epochs", "3", "--per_device_train_batch_size", "16", "--max_length", "256",
               "--logging_steps", "2", "--save_steps", "1000"])
@@ -25,7 +26,8 @@ def test_sft_lowers_the_loss_on_cold_start_data(tiny_model_dir, small_data_dir, 
     # the log reads as progress: one line per logging step with step N/M, elapsed, ETA and the loss
     progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
     assert len(progress) == len(losses)
-    assert re.fullmatch(r"step 2/\d+ \(\d+%\) \| \d+:\d\d:\d\d elapsed, ETA \d+:\d\d:\d\d \| loss [\d.]+ \| lr [\d.e+-]+",
+    assert re.fullmatch(r"step 2/\d+ \(\d+%\) \| \d+:\d\d:\d\d elapsed, ETA \d+:\d\d:\d\d "
+                        r"\| loss [\d.]+ \| lr [\d.e+-]+",
                         progress[0]), progress[0]
     assert losses[-1] < 0.7 * losses[0]
     # report_to tensorboard: TensorBoard's own reader loads the event files, one loss per logging step
@@ -48,9 +50,11 @@ def test_loss_falls_on_the_assistant_answer_only(tiny_model_dir, tmp_path):
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     examples = sft.to_prompt_completion([{"id": "x", "messages": [
-        {"role": "user", "content": "What is 2 + 2?"}, {"role": "assistant", "content": "<think>\n2 + 2 = 4\n</think>\n\n\\boxed{4}"}]}],
+        {"role": "user", "content": "What is 2 + 2?"},
+        {"role": "assistant", "content": "<think>\n2 + 2 = 4\n</think>\n\n\\boxed{4}"}]}],
         "inline")
-    trainer = SFTTrainer(model=str(tiny_model_dir), processing_class=tokenizer, train_dataset=Dataset.from_list(examples),
+    trainer = SFTTrainer(model=str(tiny_model_dir), processing_class=tokenizer,
+                         train_dataset=Dataset.from_list(examples),
                          args=SFTConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to=[]))
     row = trainer.train_dataset[0]
     masked = [label for label in row["labels"] if label != -100]
@@ -60,7 +64,8 @@ def test_loss_falls_on_the_assistant_answer_only(tiny_model_dir, tmp_path):
 
 def test_a_conversation_without_an_assistant_answer_is_named(tmp_path):
     path = tmp_path / "bad.parquet"
-    rows = [{"id": "ok", "domain": "math", "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]},
+    rows = [{"id": "ok", "domain": "math", "messages": [{"role": "user", "content": "q"},
+                                                        {"role": "assistant", "content": "a"}]},
             {"id": "broken", "domain": "math", "messages": [{"role": "user", "content": "q"}]}]
     pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS["sft"]), path)
     with pytest.raises(ValueError, match=r"bad\.parquet: row 1 \(id 'broken'\)"):

@@ -14,8 +14,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.snakemake_helpers import (FAST, IMAGE_PYTHON, REPO, TINY, apptainer_env, merged, planned_jobs, snakemake,
-                                     write_config)
+from tests.snakemake_helpers import (
+    FAST,
+    IMAGE_PYTHON,
+    REPO,
+    TINY,
+    apptainer_env,
+    merged,
+    planned_jobs,
+    snakemake,
+    write_config,
+)
 
 CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
 PARTITION, ACCOUNT = "cpu", "r1test"

@@ -22,7 +22,8 @@ def brought(tiny_model_dir, tmp_path_factory):
     mixture = root / "my-mixture"
     mixture.mkdir()
     rows = [{"id": "m1", "domain": "math", "messages": [{"role": "user", "content": "1 + 1?"},
-                                                         {"role": "assistant", "content": "<think>\n1 + 1 = 2\n</think>\n\n\\boxed{2}"}]}]
+                                                         {"role": "assistant",
+                                                          "content": "<think>\n1 + 1 = 2\n</think>\n\n\\boxed{2}"}]}]
     pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS["sft"]), mixture / "mixture.parquet")
     return {"model": str(model), "mixture": str(mixture)}
 

@@ -18,8 +18,10 @@ def test_dry_run_of_the_embedded_tiny_config_lists_the_dag(tmp_path, venv_env):
 
 
 @pytest.mark.parametrize("override, named", [
-    ({"cold_start_sft": {"learnin_rate": 1e-3}}, ["cold_start_sft.learnin_rate: unknown key; did you mean 'learning_rate'?"]),
-    ({"mixture_sft": {"learning_rate": "3e-5"}}, ["mixture_sft.learning_rate: '3e-5' is a string to YAML", "write 3.0e-5"]),
+    ({"cold_start_sft": {"learnin_rate": 1e-3}},
+     ["cold_start_sft.learnin_rate: unknown key; did you mean 'learning_rate'?"]),
+    ({"mixture_sft": {"learning_rate": "3e-5"}},
+     ["mixture_sft.learning_rate: '3e-5' is a string to YAML", "write 3.0e-5"]),
     ({"seed": "zero"}, ["seed: 'zero' is not of type 'integer'"]),
     ({"evaluation": {"settings": {"num_samples": 0}}}, ["0 is less than the minimum of 1", "num_samples"]),
     ({"evaluation": {"models": ["base", "dev9"]}}, ["evaluation.models[1]: 'dev9' is not one of ['base', "]),
@@ -69,7 +71,8 @@ def test_the_tiny_dag_runs_end_to_end(tmp_path, venv_env):
     snakemake(tmp_path, config, "all", env=venv_env)
     run = tmp_path / "results" / "tiny"
     stages = ("base", "r1_zero", "cold_start_sft", "reasoning_rl", "mixture_sft", "final_rl", "distill_small")
-    for stage in ("data", "mixture", "student_small", "reward_model_helpful", "reward_model_harmless", *stages, *(f"eval/{s}" for s in stages), "report"):
+    for stage in ("data", "mixture", "student_small", "reward_model_helpful", "reward_model_harmless", *stages,
+                  *(f"eval/{s}" for s in stages), "report"):
         manifest = json.loads((run / stage / "manifest.json").read_text())
         assert manifest["code_version"] and manifest["packages"]["torch"] == torch.__version__
     for stage in stages:
@@ -84,7 +87,8 @@ def test_the_tiny_dag_runs_end_to_end(tmp_path, venv_env):
     assert page.count('src="data:image/png;base64,') == 8, "curves of every training stage, embedded"
     assert "SFT mixture (rejection sampling)" in page and "Reward models" in page
     assert "| Dev2 (reasoning RL) | Dev1 (cold-start SFT) | 2 prompts x 2 samples a step | 2 |" in table
-    assert "| Dev3 (SFT on the mixture) | Base |" in table and "| Distilled small | Student small (undistilled) |" in table
+    assert "| Dev3 (SFT on the mixture) | Base |" in table and \
+        "| Distilled small | Student small (undistilled) |" in table
     assert page.count("<td>Dev1 (cold-start SFT)</td><td>math</td>") == 2  # sampled completions, with the prompt
     assert f"commit {json.loads((run / 'report' / 'manifest.json').read_text())['code_version']}" in page
     assert "| Dev2 (reasoning RL) vs Dev1 (cold-start SFT) | math |" in table and "Changes between stages" in page

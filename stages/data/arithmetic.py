@@ -65,7 +65,8 @@ def _add_step(rng: random.Random, total: int, pronoun: str, item: str, max_value
     return Step(sentence, total, "+", amount, total + amount)
 
 
-def _subtract_step(rng: random.Random, total: int, pronoun: str, item: str, max_value: int, max_amount: int) -> Step | None:
+def _subtract_step(rng: random.Random, total: int, pronoun: str, item: str, max_value: int,
+                   max_amount: int) -> Step | None:
     if total < 2:
         return None
     amount = rng.randint(1, min(total - 1, max_amount))
@@ -77,7 +78,8 @@ def _subtract_step(rng: random.Random, total: int, pronoun: str, item: str, max_
     return Step(sentence, total, "-", amount, total - amount)
 
 
-def _multiply_step(rng: random.Random, total: int, pronoun: str, item: str, max_value: int, max_amount: int) -> Step | None:
+def _multiply_step(rng: random.Random, total: int, pronoun: str, item: str, max_value: int,
+                   max_amount: int) -> Step | None:
     factor = rng.randint(2, 4)
     if total * factor > max_value or total == 0:
         return None
@@ -86,7 +88,8 @@ def _multiply_step(rng: random.Random, total: int, pronoun: str, item: str, max_
     return Step(sentence, total, "*", factor, total * factor)
 
 
-def _buy_containers_step(rng: random.Random, total: int, pronoun: str, item: str, max_value: int, max_amount: int) -> list[Step] | None:
+def _buy_containers_step(rng: random.Random, total: int, pronoun: str, item: str, max_value: int,
+                         max_amount: int) -> list[Step] | None:
     count, per = rng.randint(2, 5), rng.randint(2, 6)
     bought = count * per
     if total + bought > max_value:

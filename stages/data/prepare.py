@@ -68,7 +68,8 @@ class PrepareConfig:
     decontamination_ngram: int = field(default=10, metadata={
         "help": "Drop a training row sharing any word n-gram with an evaluation prompt (paper: 10-grams). 0: off."})
     decontamination_boilerplate: int = field(default=3, metadata={
-        "help": "An n-gram in this many evaluation prompts or more is template text and does not count (0: all count)."})
+        "help": "An n-gram in this many evaluation prompts or more is template text and does not count "
+                "(0: all count)."})
     on_bad_row: str = field(default="drop", metadata={
         "help": "drop: skip and count rows without a prompt or gold answer; error: stop at the first, naming it."})
     preference_eval_share: float = field(default=0.05, metadata={

@@ -21,8 +21,14 @@ from stages.data import general, preferences
 from stages.data.arithmetic import make_problem, random_fact
 from stages.data.programs import make_code_problem
 from stages.data.schema import FILES, SCHEMAS, normalize_prompt
-from stages.templates import (chat_messages, code_block, r1_zero_prompt, think_answer_completion,
-                              think_code_completion, think_summary_completion)
+from stages.templates import (
+    chat_messages,
+    code_block,
+    r1_zero_prompt,
+    think_answer_completion,
+    think_code_completion,
+    think_summary_completion,
+)
 
 CHINESE_OPS = {"+": "加", "-": "减", "*": "乘"}
 
@@ -31,7 +37,8 @@ CHINESE_OPS = {"+": "加", "-": "减", "*": "乘"}
 class TinyDataConfig:
     output_dir: str = field(metadata={"help": "Where the parquet files go."})
     seed: int = field(default=0, metadata={"help": "Every file is a function of this seed."})
-    levels: list[int] = field(default_factory=lambda: [1, 2, 3], metadata={"help": "Difficulty levels (operations per problem)."})
+    levels: list[int] = field(default_factory=lambda: [1, 2, 3], metadata={"help": "Difficulty levels "
+                                                                                   "(operations per problem)."})
     num_rl_prompts: int = field(default=2000, metadata={"help": "Reasoning prompts for GRPO and rejection sampling."})
     num_cold_start: int = field(default=500, metadata={"help": "Long-CoT examples for cold-start SFT (Dev1)."})
     num_general: int = field(default=600, metadata={"help": "Non-reasoning instructions with references."})
@@ -41,14 +48,16 @@ class TinyDataConfig:
     tagged_share: float = field(default=0.2, metadata={"help": "Share of corpus documents in the R1-Zero format."})
     mixed_language_share: float = field(default=0.15, metadata={"help": "Share of tagged CoTs with Chinese steps."})
     drill_facts: int = field(default=0, metadata={"help": "Random arithmetic facts added to each drill document."})
-    drill_share: float = field(default=0.10, metadata={"help": "Share of corpus documents that are arithmetic drills."})
+    drill_share: float = field(default=0.10, metadata={"help": "Share of corpus documents "
+                                                               "that are arithmetic drills."})
     max_value: int = field(default=99, metadata={"help": "Largest number in a problem (every intermediate result)."})
     max_amount: int = field(default=12, metadata={"help": "Largest amount added or taken away in one step."})
     num_preference_pairs: int = field(default=1200, metadata={"help": "Pairs per reward model (helpful, harmless)."})
     preference_eval_share: float = field(default=0.2, metadata={"help": "Share of preference prompts held out."})
     num_rl_general: int = field(default=200, metadata={"help": "General and harmful prompts for the final RL stage."})
     code_levels: list[int] = field(default_factory=lambda: [1, 2], metadata={"help": "Operations per code problem."})
-    num_rl_code: int = field(default=600, metadata={"help": "Code prompts (with tests) added to the reasoning prompts."})
+    num_rl_code: int = field(default=600, metadata={"help": "Code prompts (with tests) "
+                                                            "added to the reasoning prompts."})
     num_cold_start_code: int = field(default=150, metadata={"help": "Code examples added to the cold-start data."})
     num_eval_code: int = field(default=50, metadata={"help": "Held-out code problems (eval_code)."})
     num_pretrain_code_docs: int = field(default=2000, metadata={"help": "Code documents added to the corpus."})
@@ -58,7 +67,8 @@ class TinyDataConfig:
         if not 0 <= self.drill_share <= 0.45:
             raise ValueError(f"drill_share must be in [0, 0.45], got {self.drill_share}")
         if self.max_value < 30 or self.max_amount < 2:  # problems start with up to 20 items
-            raise ValueError(f"max_value must be >= 30 and max_amount >= 2, got {self.max_value} and {self.max_amount}")
+            raise ValueError("max_value must be >= 30 and max_amount >= 2, "
+                             f"got {self.max_value} and {self.max_amount}")
 
 
 def _unique_problems(rng, n, levels, reject=lambda prompt: False, make=make_problem):
@@ -180,7 +190,8 @@ def generate(config: TinyDataConfig, chat_renderer) -> dict[str, list[dict]]:
         if normalize_prompt(item[1]) not in seen:
             general_train.append(item)
 
-    corpus_problems = _unique_problems(rng, config.num_pretrain_docs, config.levels, reject=is_held_out, make=make_math)
+    corpus_problems = _unique_problems(rng, config.num_pretrain_docs, config.levels, reject=is_held_out,
+                                       make=make_math)
     corpus = [{"text": _corpus_document(rng, config, p, general_train[i % len(general_train)], chat_renderer)}
               for i, p in enumerate(corpus_problems)]
 
@@ -231,9 +242,11 @@ def generate(config: TinyDataConfig, chat_renderer) -> dict[str, list[dict]]:
 
 def held_out_overlaps(tables: dict[str, list[dict]]) -> list[str]:
     """Held-out prompts that also appear in any training table (must be empty)."""
-    held_out = {normalize_prompt(r["prompt"]) for r in tables["eval_math"] + tables["eval_code"] + tables["eval_general"]}
+    held_out = {normalize_prompt(r["prompt"])
+                for r in tables["eval_math"] + tables["eval_code"] + tables["eval_general"]}
     seen = [normalize_prompt(r["prompt"]) for r in tables["rl_prompts"] + tables["general"]]
-    seen += [normalize_prompt(m["content"]) for r in tables["cold_start"] for m in r["messages"] if m["role"] == "user"]
+    seen += [normalize_prompt(m["content"])
+             for r in tables["cold_start"] for m in r["messages"] if m["role"] == "user"]
     corpus = "\n".join(normalize_prompt(r["text"]) for r in tables["pretrain"])
     overlaps = {p for p in seen if p in held_out}
     overlaps |= {p for p in held_out if p in corpus}

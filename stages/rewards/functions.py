@@ -110,7 +110,7 @@ class TagCount(RewardFunction):
     """Partial credit per tag that appears exactly as often as the template wants (once or never)."""
 
     def score(self, text, num_tokens, row):
-        wanted = {tag: 1 for tag in TAGS} if self.settings.template == "r1_zero" else \
+        wanted = dict.fromkeys(TAGS, 1) if self.settings.template == "r1_zero" else \
             {"<think>": 1, "</think>": 1, "<answer>": 0, "</answer>": 0}
         return sum(text.count(tag) == n for tag, n in wanted.items()) / len(wanted)
 
@@ -125,8 +125,8 @@ class SoftOverlong(RewardFunction):
         return soft_overlong_punishment(num_tokens, self.settings.max_completion_length, self.settings.overlong_buffer)
 
 
-REWARDS = {"accuracy": Accuracy, "code": Code, "format": Format, "tag_count": TagCount, "language": LanguageConsistency,
-           "overlong": SoftOverlong}
+REWARDS = {"accuracy": Accuracy, "code": Code, "format": Format, "tag_count": TagCount,
+           "language": LanguageConsistency, "overlong": SoftOverlong}
 
 
 def build_reward_functions(names: list[str], settings: RewardSettings) -> list[RewardFunction]:

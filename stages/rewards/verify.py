@@ -109,7 +109,8 @@ def _serve(conn) -> None:
         try:
             gold_parsed = parse(f"\\boxed{{{gold}}}", parsing_timeout=None)
             pred_parsed = parse(f"\\boxed{{{pred}}}", parsing_timeout=None)
-            verdict = bool(gold_parsed) and bool(pred_parsed) and verify(gold_parsed, pred_parsed, timeout_seconds=None)
+            verdict = bool(gold_parsed) and bool(pred_parsed) and verify(gold_parsed, pred_parsed,
+                                                                         timeout_seconds=None)
         except BaseException:  # noqa: BLE001  any failure on model output is a wrong answer
             verdict = False
         conn.send(bool(verdict))

@@ -1,0 +1,53 @@
+"""House habits, checked with every test run (and so in CI): ruff with pyproject.toml's settings, and
+`snakemake --lint` on the workflow under each config."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stages.config_checks import compute_settings
+from stages.preflight import COMPUTE_KEY_OF_RULE
+from tests.snakemake_helpers import REPO, snakemake
+
+# Rules whose job runs stages.launch on the host (several GPUs or nodes): the launcher starts each task
+# in the image itself, because a container around the job would hide srun and the allocation
+# (rules/common.smk, container_image). Snakemake's linter cannot know that, and asks for a container.
+NO_CONTAINER = "Specify a conda environment or container for each rule."
+
+
+def test_the_code_passes_ruff():
+    ruff = Path(sys.executable).parent / "ruff"
+    done = subprocess.run([str(ruff), "check", "--no-cache", "."], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def lints(output: str) -> dict[str, set[str]]:
+    """`snakemake --lint` text: the rule (or snakefile) -> the titles of its lints."""
+    found, current = {}, None
+    for line in output.splitlines():
+        if match := re.match(r"Lints for (?:rule (\w+)|snakefile (\S+?)):? ", line + " "):
+            current = match.group(1) or match.group(2)
+            found[current] = set()
+        elif (match := re.match(r"    \* (.*?):?$", line)) and current:
+            found[current].add(match.group(1))
+    return found
+
+
+def launched(config: dict, rule: str) -> bool:
+    settings = compute_settings(config, COMPUTE_KEY_OF_RULE.get(rule, rule))
+    return settings.get("nodes", 1) > 1 or settings.get("gpu", 0) > 1 or bool(settings.get("vllm_server_gpus"))
+
+
+@pytest.mark.parametrize("name", ["tiny", "qwen2.5-1.5b", "qwen2.5-7b", "paper", "gpu-smoke"])
+def test_the_workflow_passes_snakemake_lint(name, tmp_path, venv_env):
+    config_path = REPO / "configs" / f"{name}.yaml"
+    done = snakemake(tmp_path, config_path, "--lint", env=dict(venv_env, HF_HUB_OFFLINE="1"), check=False)
+    found = lints(done.stdout + done.stderr)
+    config = yaml.safe_load(config_path.read_text())
+    expected = {rule: {NO_CONTAINER} for rule in found if launched(config, rule)}
+    assert found == expected, done.stdout[-4000:]
+    assert (done.returncode == 0) == (not found)
