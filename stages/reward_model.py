@@ -18,7 +18,6 @@ import json
 import statistics
 from dataclasses import dataclass, field
 
-import torch
 from datasets import Dataset
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, set_seed
 from transformers.integrations import is_deepspeed_zero3_enabled
@@ -27,6 +26,7 @@ from trl import RewardConfig, RewardTrainer
 from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
+from stages.rewards.model_rewards import REWARD_STATS, score_responses
 from stages.training import (
     AcceleratorOptions,
     StopOnSignal,
@@ -42,7 +42,6 @@ from stages.training import (
 )
 
 KINDS = ("helpful", "harmless")
-REWARD_STATS = "reward_stats.json"
 
 
 @dataclass
@@ -73,22 +72,6 @@ def conversational_pairs(rows: list[dict]) -> Dataset:
     return Dataset.from_list([{"prompt": [{"role": "user", "content": r["prompt"]}],
                                "chosen": [{"role": "assistant", "content": r["chosen"]}],
                                "rejected": [{"role": "assistant", "content": r["rejected"]}]} for r in rows])
-
-
-@torch.no_grad()  # not inference_mode: a ZeRO-3 model's gathered parameters must stay ordinary tensors
-def score_responses(model, tokenizer, prompts: list[str], responses: list[str], batch_size: int = 64,
-                    max_length: int | None = None) -> list[float]:
-    """One scalar per (prompt, response), with the chat template the model was trained on."""
-    tokenizer.padding_side = "right"
-    texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}, {"role": "assistant", "content": r}],
-                                           tokenize=False) for p, r in zip(prompts, responses)]
-    scores = []
-    for start in range(0, len(texts), batch_size):
-        batch = tokenizer(texts[start:start + batch_size], return_tensors="pt", padding=True,
-                          truncation=max_length is not None, max_length=max_length,
-                          add_special_tokens=False).to(model.device)
-        scores += model(**batch).logits[:, 0].float().tolist()
-    return scores
 
 
 def pairwise_accuracy(model, tokenizer, rows: list[dict], max_length: int,

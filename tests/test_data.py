@@ -10,9 +10,9 @@ import pytest
 from stages.data import general
 from stages.data.arithmetic import make_problem, solve
 from stages.data.programs import make_code_problem
-from stages.data.schema import FILES, SCHEMAS, normalize_prompt, read_table
+from stages.data.schema import FILES, SCHEMAS, normalize_prompt, parse_tests, read_table
 from stages.data.tiny import TinyDataConfig, generate, held_out_overlaps
-from stages.rewards.code import extract_program, parse_tests, same_output
+from stages.rewards.code import extract_program, same_output
 from stages.tokenizer import chat_template_renderer
 from tests.conftest import SMALL_DATA
 

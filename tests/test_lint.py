@@ -51,3 +51,25 @@ def test_the_workflow_passes_snakemake_lint(name, tmp_path, venv_env):
     expected = {rule: {NO_CONTAINER} for rule in found if launched(config, rule)}
     assert found == expected, done.stdout[-4000:]
     assert (done.returncode == 0) == (not found)
+
+
+# Layers, top to bottom: the stage modules; the reward library; the data package; shared leaves. A
+# package imports only from its own layer and those below it.
+SHARED_LEAVES = {"artifacts", "cli", "latex", "templates", "tokenizer"}
+MAY_IMPORT = {"rewards": {"rewards", "data"} | SHARED_LEAVES, "data": {"data"} | SHARED_LEAVES}
+
+
+@pytest.mark.parametrize("package", sorted(MAY_IMPORT))
+def test_dependencies_point_down(package):
+    import ast
+
+    upward = []
+    for path in sorted((REPO / "stages" / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "stages" and (len(parts) < 2 or parts[1] not in MAY_IMPORT[package]):
+                    upward.append(f"{path.relative_to(REPO)}:{node.lineno} imports {name}")
+    assert not upward, "\n".join(upward)

@@ -2,7 +2,8 @@ import time
 
 import pytest
 
-from stages.rewards.answers import extract_final_answer, last_boxed, summary_of
+from stages.latex import last_boxed
+from stages.rewards.answers import extract_final_answer, summary_of
 from stages.rewards.format import is_r1_zero_format, is_think_summary_format
 from stages.rewards.verify import AnswerVerifier, fast_verdict
 

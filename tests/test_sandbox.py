@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.rewards.code import extract_program, parse_tests
+from stages.data.schema import parse_tests
+from stages.rewards.code import extract_program
 from stages.rewards.functions import RewardSettings, build_reward_functions
 from stages.rewards.sandbox import Sandbox, SandboxLimits, SandboxUnavailable, isolation_problem
 

@@ -40,9 +40,8 @@ import pyarrow.parquet as pq
 
 from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
-from stages.data.schema import SCHEMAS, kind_of, normalize_prompt
-from stages.rewards.answers import last_boxed
-from stages.rewards.code import parse_tests
+from stages.data.schema import SCHEMAS, kind_of, normalize_prompt, parse_tests
+from stages.latex import last_boxed
 
 FORMATS = ("columns", "gpqa", "hh_rlhf")
 SOURCE_KEYS = {"path", "name", "split", "data_dir", "revision", "format", "fields", "solution_from_boxed",

@@ -1,5 +1,6 @@
 """One parquet schema per kind of data set (data/README.md documents them), and their readers."""
 
+import json
 import re
 
 import pyarrow as pa
@@ -62,3 +63,18 @@ def kind_of(stem: str) -> str:
     if stem.startswith("eval_"):
         return "reasoning"
     raise ValueError(f"unknown data set '{stem}': expected one of {sorted(FILES)} or eval_<name>")
+
+
+def parse_tests(tests) -> list[dict]:
+    """The row's cases; ValueError naming what is wrong with them."""
+    if isinstance(tests, str):
+        try:
+            tests = json.loads(tests)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"tests are not JSON ({error.msg})") from None
+    if not isinstance(tests, list) or not tests:
+        raise ValueError("tests must be a non-empty list of cases")
+    for number, case in enumerate(tests):
+        if not isinstance(case, dict) or not ({"input", "output"} <= case.keys() or "assert" in case):
+            raise ValueError(f"test case {number} is neither {{input, output}} nor {{assert}}: {case!r}"[:200])
+    return tests

@@ -2,35 +2,10 @@
 
 import re
 
+from stages.latex import boxed_answers
+
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
-BOXED = "\\boxed{"
 MAX_ANSWER_CHARS = 300  # a final answer longer than this is not an answer (MATH's longest are ~150)
-
-
-def boxed_answers(text: str) -> list[str]:
-    """Contents of every balanced \\boxed{...}, with nested braces, the last first.
-
-    Linear in the text: each scan stops where the previous (later) one started; an earlier \\boxed{
-    that has not closed by then never closes (a later brace only deepens it)."""
-    found = []
-    limit = len(text)
-    start = text.rfind(BOXED)
-    while start != -1:
-        depth, i = 1, start + len(BOXED)
-        while i < limit and depth:
-            char = text[i]
-            depth += 1 if char == "{" else -1 if char == "}" else 0
-            i += 1
-        if depth == 0:
-            found.append(text[start + len(BOXED): i - 1])
-        limit = start
-        start = text.rfind(BOXED, 0, start)
-    return found
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last balanced \\boxed{...}; None when there is none."""
-    return next(iter(boxed_answers(text)), None)
 
 
 def one_answer(answers: list[str]) -> str | None:

@@ -46,21 +46,6 @@ def extract_program(completion: str, template: str, language: str = "python") ->
     return blocks[-1]
 
 
-def parse_tests(tests) -> list[dict]:
-    """The row's cases; ValueError naming what is wrong with them."""
-    if isinstance(tests, str):
-        try:
-            tests = json.loads(tests)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"tests are not JSON ({error.msg})") from None
-    if not isinstance(tests, list) or not tests:
-        raise ValueError("tests must be a non-empty list of cases")
-    for number, case in enumerate(tests):
-        if not isinstance(case, dict) or not ({"input", "output"} <= case.keys() or "assert" in case):
-            raise ValueError(f"test case {number} is neither {{input, output}} nor {{assert}}: {case!r}"[:200])
-    return tests
-
-
 def same_output(actual: str, expected: str) -> bool:
     lines = lambda text: [line.rstrip() for line in text.strip().splitlines()]  # noqa: E731
     return lines(actual) == lines(expected)

@@ -8,8 +8,9 @@ columns such as `solution` arrive as keyword arguments.
 import os
 from dataclasses import dataclass
 
+from stages.data.schema import parse_tests
 from stages.rewards.answers import extract_final_answer
-from stages.rewards.code import CodeVerifier, extract_program, has_tests, parse_tests
+from stages.rewards.code import CodeVerifier, extract_program, has_tests
 from stages.rewards.format import TAGS, is_well_formatted
 from stages.rewards.language import language_consistency
 from stages.rewards.length import soft_overlong_punishment

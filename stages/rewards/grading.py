@@ -3,8 +3,9 @@
 rejection sampling and evaluation. (GRPO uses the two reward functions, `accuracy` and `code`.)
 """
 
+from stages.data.schema import parse_tests
 from stages.rewards.answers import extract_final_answer
-from stages.rewards.code import CodeVerifier, extract_program, is_code_row, parse_tests
+from stages.rewards.code import CodeVerifier, extract_program, is_code_row
 from stages.rewards.verify import AnswerVerifier
 
 

@@ -14,12 +14,31 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from stages.reward_model import REWARD_STATS, score_responses
 from stages.rewards.answers import summary_of
 from stages.rewards.code import has_tests
 from stages.rewards.functions import RewardFunction, completion_text
 
 MAX_SCORED_TOKENS = 1024  # longer prompt + response pairs are cut from the right
+
+
+# Written by the reward-model stage beside the model: the mean and spread of its held-out scores.
+REWARD_STATS = "reward_stats.json"
+
+
+@torch.no_grad()  # not inference_mode: a ZeRO-3 model's gathered parameters must stay ordinary tensors
+def score_responses(model, tokenizer, prompts: list[str], responses: list[str], batch_size: int = 64,
+                    max_length: int | None = None) -> list[float]:
+    """One scalar per (prompt, response), with the chat template the model was trained on."""
+    tokenizer.padding_side = "right"
+    texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}, {"role": "assistant", "content": r}],
+                                           tokenize=False) for p, r in zip(prompts, responses)]
+    scores = []
+    for start in range(0, len(texts), batch_size):
+        batch = tokenizer(texts[start:start + batch_size], return_tensors="pt", padding=True,
+                          truncation=max_length is not None, max_length=max_length,
+                          add_special_tokens=False).to(model.device)
+        scores += model(**batch).logits[:, 0].float().tolist()
+    return scores
 
 
 def prompt_text(prompt) -> str:
