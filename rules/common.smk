@@ -76,11 +76,14 @@ def data_file(name):
 
 
 def stage_args(section, exclude=()):
-    """A config section as `--key value` flags for the stage CLI (its dataclass fields); `exclude`
-    names the section's wiring keys, which are not flags."""
+    """A config section as `--key value` flags for the stage CLI (its dataclass fields), a mapping as
+    one JSON argument; `exclude` names the section's wiring keys, which are not flags."""
     flags = []
     for key, value in section.items():
         if key in exclude:
+            continue
+        if isinstance(value, dict):  # trainer_args: one JSON object
+            flags.append(f"--{key} {shlex.quote(json.dumps(value, sort_keys=True))}")
             continue
         values = value if isinstance(value, list) else [value]
         flags.append(f"--{key} " + " ".join(shlex.quote(str(v).lower() if isinstance(v, bool) else str(v)) for v in values))

@@ -9,6 +9,16 @@ from pathlib import Path
 import yaml
 from jsonschema import Draft202012Validator
 
+from stages.configs import (
+    REWARD_MODEL_KINDS,
+    GRPOStageConfig,
+    RewardModelStageConfig,
+    SFTStageConfig,
+    default_of,
+    trainer_arg_problems,
+    trl_field_names,
+)
+
 GRPO_SECTIONS = ("r1_zero", "reasoning_rl", "final_rl")
 # Stages that stages.launch can spread over several GPUs and nodes; the others run one process.
 LAUNCHED_STAGES = GRPO_SECTIONS + ("cold_start_sft", "mixture_sft", "distill", "reward_model")
@@ -153,13 +163,15 @@ def cross_field_errors(config: dict) -> list[str]:
     errors = []
     for section in GRPO_SECTIONS:
         grpo = config.get(section, {})
-        rewards = grpo.get("rewards", ["accuracy", "format"])
-        weights = grpo.get("reward_weights", [1.0] * len(rewards))
+        rewards = grpo.get("rewards", default_of(GRPOStageConfig, "rewards"))
+        weights = grpo.get("reward_weights", default_of(GRPOStageConfig, "reward_weights"))
         if len(weights) != len(rewards):
             errors.append(f"{section}.reward_weights has {len(weights)} value(s) but {section}.rewards names "
                           f"{len(rewards)}: {rewards}")
-        completions = grpo.get("questions_per_step", 32) * grpo.get("num_generations", 16)
-        accumulation = grpo.get("gradient_accumulation_steps", 1)
+        completions = (grpo.get("questions_per_step", default_of(GRPOStageConfig, "questions_per_step"))
+                       * grpo.get("num_generations", default_of(GRPOStageConfig, "num_generations")))
+        accumulation = grpo.get("gradient_accumulation_steps",
+                                default_of(GRPOStageConfig, "gradient_accumulation_steps"))
         world = training_world_size(config, section)
         if completions % (accumulation * world):
             errors.append(f"{section}: questions_per_step x num_generations = {completions} completions per step "
@@ -172,4 +184,27 @@ def cross_field_errors(config: dict) -> list[str]:
         if model.startswith("distill_") and model.removeprefix("distill_") not in students:
             errors.append(f"evaluation.models names {model}, but distillation.students has no "
                           f"'{model.removeprefix('distill_')}' (has {sorted(students)})")
-    return errors + compute_errors(config) + data_errors(config)
+    return errors + compute_errors(config) + data_errors(config) + trainer_args_errors(config)
+
+
+def training_sections(config: dict) -> list[tuple[str, dict, type]]:
+    """Every section that configures a trainer: (its key path, the section, its stage config class)."""
+    sections = [(name, config.get(name, {}), GRPOStageConfig) for name in GRPO_SECTIONS]
+    sections += [(name, config.get(name, {}), SFTStageConfig) for name in ("cold_start_sft", "mixture_sft")]
+    distillation = config.get("distillation", {})
+    sections.append(("distillation.sft", distillation.get("sft", {}), SFTStageConfig))
+    sections += [(f"distillation.students.{name}.sft", student.get("sft", {}), SFTStageConfig)
+                 for name, student in distillation.get("students", {}).items()]
+    sections += [(f"reward_models.{kind}", config.get("reward_models", {}).get(kind, {}), RewardModelStageConfig)
+                 for kind in REWARD_MODEL_KINDS]
+    return sections
+
+
+def trainer_args_errors(config: dict) -> list[str]:
+    """`trainer_args` names only fields of the stage's TRL config that nothing else sets. TRL is
+    imported only when some section has trainer_args (it takes seconds)."""
+    errors = []
+    for where, section, config_class in training_sections(config):
+        if section.get("trainer_args"):
+            errors += trainer_arg_problems(config_class, section["trainer_args"], trl_field_names(config_class), where)
+    return errors

@@ -12,7 +12,6 @@ metrics.jsonl and training_curves.png.
 import math
 import os
 import random
-from dataclasses import dataclass, field
 
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback, set_seed
@@ -20,16 +19,15 @@ from trl import GRPOConfig, GRPOTrainer
 
 from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
+from stages.configs import GRPOStageConfig
 from stages.data.schema import read_table
 from stages.plots import plot_training_curves
 from stages.rewards.functions import Accuracy, RewardSettings, build_reward_functions
 from stages.rewards.grading import gold_problem
-from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt, training_prompt
+from stages.templates import STOP_STRINGS, render_prompt, training_prompt
 from stages.tokenizer import split_stop_strings, stop_token_ids
 from stages.training import (
-    AcceleratorOptions,
     StopOnSignal,
-    TrackingOptions,
     claim_work_dir,
     common_trainer_args,
     log_progress,
@@ -40,102 +38,6 @@ from stages.training import (
     save_model_for_publication,
     write_training_metrics,
 )
-
-
-@dataclass
-class GRPOStageConfig(AcceleratorOptions, TrackingOptions):
-    model_path: str = field(metadata={"help": "Policy to start from: the base model (R1-Zero) or Dev1 "
-                                              "(reasoning RL)."})
-    train_data: list[str] = field(metadata={"help": "Reasoning parquet files (`prompt`, `solution` or `tests`)."})
-    output_dir: str = field(metadata={"help": "The model directory to write."})
-    work_dir: str = field(default="", metadata={"help": "Checkpoints, outside Snakemake's outputs. "
-                                                        "Default: <output_dir>.work"})
-    stage: str = field(default="grpo", metadata={"help": "Name recorded in the manifest "
-                                                         "(r1_zero, reasoning_rl, ...)."})
-    template: str = field(default="chat", metadata={"help": "Prompt template and response format, "
-                                                            f"one of {TEMPLATES}."})
-    rewards: list[str] = field(default_factory=lambda: ["accuracy", "format"],
-                               metadata={"help": "accuracy, code, format, tag_count, language, overlong; "
-                                                 "final RL also helpful_rm, harmless_rm. "
-                                                 "A row is scored by accuracy (gold answer) or code (tests)."})
-    reward_weights: list[float] = field(default_factory=lambda: [1.0, 1.0],
-                                        metadata={"help": "One per reward. Paper: accuracy and format equal."})
-    language: str = field(default="en", metadata={"help": "Target language of the CoT for the language reward."})
-    seed: int = field(default=0)
-    learning_rate: float = field(default=3e-6, metadata={"help": "Paper: 3e-6."})
-    beta: float = field(default=0.001, metadata={"help": "KL coefficient (paper: 0.001); 0 loads no reference model."})
-    ref_model_sync_steps: int = field(default=400, metadata={"help": "Refresh the reference model every N steps "
-                                                                     "(paper: 400; 0: never)."})
-    epsilon: float = field(default=0.2, metadata={"help": "Clip range (paper: 10, in its sequence-level form)."})
-    epsilon_high: float = field(default=0.0, metadata={"help": "Upper clip range, DAPO clip-higher 0.28 "
-                                                               "(0: same as epsilon)."})
-    importance_sampling_level: str = field(default="token", metadata={"help": "token, or sequence "
-                                                                              "(GSPO / the paper's form)."})
-    loss_type: str = field(default="grpo", metadata={"help": "grpo (paper), dr_grpo, dapo, bnpo."})
-    scale_rewards: str = field(default="group", metadata={"help": "group (paper), batch, or none (Dr. GRPO)."})
-    num_generations: int = field(default=16, metadata={"help": "G, outputs per question (paper: 16)."})
-    questions_per_step: int = field(default=32, metadata={"help": "Questions per optimizer step "
-                                                                  "(paper: 32, so 512 outputs)."})
-    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Splits a step's outputs "
-                                                                          "into micro-batches."})
-    num_iterations: int = field(default=1, metadata={"help": "mu: optimisation passes over each batch."})
-    max_prompt_length: int = field(default=0, metadata={"help": "Drop prompts longer than this many tokens "
-                                                                "(0: keep all)."})
-    max_completion_length: int = field(default=32768, metadata={"help": "Paper: 32,768 (65,536 after step 8.2k)."})
-    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature (paper: 1.0; final RL 0.7)."})
-    top_p: float = field(default=1.0)
-    mask_truncated_completions: bool = field(default=False, metadata={"help": "DAPO overlong filtering."})
-    overlong_buffer: int = field(default=0, metadata={"help": "DAPO soft overlong punishment window "
-                                                              "(L_cache) for the `overlong` reward."})
-    code_scoring: str = field(default="pass_all", metadata={
-        "help": "`code` reward: 1 when every test case passes (paper), or `fraction` of cases passed."})
-    code_timeout_s: float = field(default=5.0, metadata={"help": "`code` reward: wall clock per test case."})
-    allow_rlimit_only: bool = field(default=False, metadata={
-        "help": "`code` reward: run model code without namespace isolation where bubblewrap is missing (unsafe)."})
-    max_steps: int = field(default=10400, metadata={"help": "Paper, R1-Zero: 10,400 steps."})
-    save_steps: int = field(default=100)
-    logging_steps: int = field(default=1)
-    log_completions: bool = field(default=False, metadata={
-        "help": "Sampled prompts, completions and rewards to the tracker at each logging step "
-                "(TRL; W&B and trackio tables)."})
-    max_prompts: int = field(default=0, metadata={"help": "Use only the first N prompts (0: all)."})
-    general_data: list[str] = field(default_factory=list, metadata={
-        "help": "Final RL: general prompts (general parquet), rewarded by the reward models."})
-    helpful_reward_model: str = field(default="", metadata={"help": "Final RL: the `helpful_rm` reward's model "
-                                                                    "(judges the summary)."})
-    harmless_reward_model: str = field(default="", metadata={"help": "Final RL: the `harmless_rm` reward's model "
-                                                                     "(judges the whole response)."})
-    general_phase_fraction: float = field(default=400 / 1700, metadata={
-        "help": "Final RL: general prompts only in this last share of the steps (paper: 400 of 1,700)."})
-    general_share: float = field(default=0.5, metadata={"help": "Final RL: share of each step's questions "
-                                                                "that are general during that phase."})
-    use_vllm: bool = field(default=False, metadata={"help": "Generate with vLLM (GPU)."})
-    vllm_mode: str = field(default="colocate", metadata={"help": "colocate, or server "
-                                                                 "(`trl vllm-serve` on another node)."})
-    vllm_server_host: str = field(default="", metadata={"help": "Host of `trl vllm-serve` in server mode."})
-    vllm_server_port: int = field(default=8000)
-    vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"help": "Colocate: GPU memory share "
-                                                                              "vLLM takes from training."})
-    vllm_tensor_parallel_size: int = field(default=1, metadata={"help": "Colocate: GPUs per vLLM engine."})
-    deepspeed: str = field(default="", metadata={"help": "DeepSpeed JSON config (GPU runs)."})
-    gradient_checkpointing: bool = field(default=False)
-
-    def __post_init__(self):
-        self.work_dir = self.work_dir or f"{self.output_dir}.work"
-        if len(self.reward_weights) != len(self.rewards):
-            raise ValueError(f"reward_weights has {len(self.reward_weights)} value(s) for {len(self.rewards)} "
-                             f"reward(s) {self.rewards}")
-        if self.template not in TEMPLATES:
-            raise ValueError(f"template must be one of {TEMPLATES}, got {self.template!r}")
-
-    def per_device_batch_size(self, world_size: int) -> int:
-        """TRL counts completions per device per micro-batch; the paper counts questions per step."""
-        completions = self.questions_per_step * self.num_generations
-        if completions % (world_size * self.gradient_accumulation_steps):
-            raise ValueError(f"questions_per_step * num_generations = {completions} completions per step do not split "
-                             f"over {world_size} process(es) x gradient_accumulation_steps "
-                             f"{self.gradient_accumulation_steps}")
-        return completions // (world_size * self.gradient_accumulation_steps)
 
 
 def prompt_dataset(paths: list[str], template: str, max_prompts: int = 0, tokenizer=None,
@@ -236,6 +138,33 @@ def stop_settings(tokenizer, template: str, use_vllm: bool) -> tuple[list[int], 
     return ids, vllm_stop | ({"stop": strings, "include_stop_str_in_output": True} if strings else {})
 
 
+def trainer_arguments(config: GRPOStageConfig, world_size: int, vllm_stop: dict) -> GRPOConfig:
+    """TRL's GRPOConfig from the stage's keys (the paper's questions per step become completions per
+    device), the template's stop settings and the workflow's CPU-safe defaults, then `trainer_args`."""
+    stage_args = dict(
+        learning_rate=config.learning_rate, beta=config.beta, epsilon=config.epsilon,
+        epsilon_high=config.epsilon_high or None, importance_sampling_level=config.importance_sampling_level,
+        loss_type=config.loss_type, scale_rewards=config.scale_rewards, num_generations=config.num_generations,
+        per_device_train_batch_size=config.per_device_batch_size(world_size),
+        gradient_accumulation_steps=config.gradient_accumulation_steps, num_iterations=config.num_iterations,
+        max_completion_length=config.max_completion_length, temperature=config.temperature, top_p=config.top_p,
+        mask_truncated_completions=config.mask_truncated_completions, reward_weights=config.reward_weights,
+        sync_ref_model=config.beta > 0 and config.ref_model_sync_steps > 0,
+        ref_model_sync_steps=config.ref_model_sync_steps or 1, ref_model_mixup_alpha=1.0,
+        max_steps=config.max_steps, lr_scheduler_type="constant", warmup_steps=0,
+        shuffle_dataset=not config.general_data,  # the final RL schedule fixes the order itself
+        use_vllm=config.use_vllm, vllm_mode=config.vllm_mode,
+        vllm_server_host=config.vllm_server_host or "0.0.0.0", vllm_server_port=config.vllm_server_port,
+        vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+        vllm_tensor_parallel_size=config.vllm_tensor_parallel_size, generation_kwargs=vllm_stop or None,
+        gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None,
+        use_liger_kernel=config.use_liger_kernel,
+        log_completions=config.log_completions,
+        **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps,
+                              config.tracking_args(config.output_dir)))
+    return GRPOConfig(**stage_args | config.trainer_overrides())
+
+
 def main(argv=None):
     config = parse_config(GRPOStageConfig, argv)
     print_config(config)
@@ -271,27 +200,7 @@ def main(argv=None):
         inputs.update({f"general_data_{i}": p for i, p in enumerate(config.general_data)})
     print(f"{len(dataset)} prompts", flush=True)
 
-    args = GRPOConfig(
-        learning_rate=config.learning_rate, beta=config.beta, epsilon=config.epsilon,
-        epsilon_high=config.epsilon_high or None, importance_sampling_level=config.importance_sampling_level,
-        loss_type=config.loss_type, scale_rewards=config.scale_rewards, num_generations=config.num_generations,
-        per_device_train_batch_size=config.per_device_batch_size(world_size),
-        gradient_accumulation_steps=config.gradient_accumulation_steps, num_iterations=config.num_iterations,
-        max_completion_length=config.max_completion_length, temperature=config.temperature, top_p=config.top_p,
-        mask_truncated_completions=config.mask_truncated_completions, reward_weights=config.reward_weights,
-        sync_ref_model=config.beta > 0 and config.ref_model_sync_steps > 0,
-        ref_model_sync_steps=config.ref_model_sync_steps or 1, ref_model_mixup_alpha=1.0,
-        max_steps=config.max_steps, lr_scheduler_type="constant", warmup_steps=0,
-        shuffle_dataset=not config.general_data,  # the final RL schedule fixes the order itself
-        use_vllm=config.use_vllm, vllm_mode=config.vllm_mode,
-        vllm_server_host=config.vllm_server_host or "0.0.0.0", vllm_server_port=config.vllm_server_port,
-        vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
-        vllm_tensor_parallel_size=config.vllm_tensor_parallel_size, generation_kwargs=vllm_stop or None,
-        gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None,
-        use_liger_kernel=config.use_liger_kernel,
-        log_completions=config.log_completions,
-        **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps,
-                              config.tracking_args(config.output_dir)))
+    args = trainer_arguments(config, world_size, vllm_stop)
     # After the arguments: a ZeRO-3 config registered by them makes DeepSpeed partition while loading.
     model = AutoModelForCausalLM.from_pretrained(config.model_path, **config.model_kwargs(config.deepspeed))
     # This stage's sampling also stops at its template's one-token stop strings (</answer>); the published

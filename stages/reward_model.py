@@ -16,7 +16,6 @@ scores on held-out responses, which the final RL stage uses to normalise its rew
 
 import json
 import statistics
-from dataclasses import dataclass, field
 
 from datasets import Dataset
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, set_seed
@@ -25,12 +24,11 @@ from trl import RewardConfig, RewardTrainer
 
 from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
+from stages.configs import RewardModelStageConfig
 from stages.data.schema import read_table
 from stages.rewards.model_rewards import REWARD_STATS, score_responses
 from stages.training import (
-    AcceleratorOptions,
     StopOnSignal,
-    TrackingOptions,
     claim_work_dir,
     common_trainer_args,
     log_progress,
@@ -40,32 +38,6 @@ from stages.training import (
     save_model_for_publication,
     write_training_metrics,
 )
-
-KINDS = ("helpful", "harmless")
-
-
-@dataclass
-class RewardModelConfig(AcceleratorOptions, TrackingOptions):
-    kind: str = field(metadata={"help": f"One of {KINDS}."})
-    model_path: str = field(metadata={"help": "Initial checkpoint (a sequence-classification head is added)."})
-    data: str = field(metadata={"help": "Preference parquet with a `split` column (train / eval)."})
-    output_dir: str = field(metadata={"help": "The reward model directory to write."})
-    work_dir: str = field(default="", metadata={"help": "Checkpoints. Default: <output_dir>.work"})
-    seed: int = field(default=0)
-    learning_rate: float = field(default=6e-6, metadata={"help": "Paper: 6e-6."})
-    num_train_epochs: float = field(default=1.0, metadata={"help": "Paper: 1 epoch."})
-    per_device_train_batch_size: int = field(default=8, metadata={"help": "Paper: global batch 256."})
-    gradient_accumulation_steps: int = field(default=1)
-    max_length: int = field(default=8192, metadata={"help": "Paper: 8,192 tokens."})
-    center_rewards_coefficient: float = field(default=0.0, metadata={"help": "Keeps scores centred on 0."})
-    deepspeed: str = field(default="")
-    save_steps: int = field(default=100)
-    logging_steps: int = field(default=10)
-
-    def __post_init__(self):
-        self.work_dir = self.work_dir or f"{self.output_dir}.work"
-        if self.kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
 
 
 def conversational_pairs(rows: list[dict]) -> Dataset:
@@ -84,8 +56,21 @@ def pairwise_accuracy(model, tokenizer, rows: list[dict], max_length: int,
     return sum(c > r for c, r in zip(chosen, rejected)) / len(rows), chosen + rejected
 
 
+def trainer_arguments(config: RewardModelStageConfig) -> RewardConfig:
+    """TRL's RewardConfig from the stage's keys and the workflow's CPU-safe defaults, then `trainer_args`."""
+    stage_args = dict(
+        learning_rate=config.learning_rate, num_train_epochs=config.num_train_epochs,
+        per_device_train_batch_size=config.per_device_train_batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps, max_length=config.max_length,
+        center_rewards_coefficient=config.center_rewards_coefficient or None, lr_scheduler_type="cosine",
+        warmup_steps=0.05, deepspeed=config.deepspeed or None, use_liger_kernel=config.use_liger_kernel,
+        **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps,
+                              config.tracking_args(config.output_dir)))
+    return RewardConfig(**stage_args | config.trainer_overrides())
+
+
 def main(argv=None):
-    config = parse_config(RewardModelConfig, argv)
+    config = parse_config(RewardModelStageConfig, argv)
     print_config(config)
     refuse_data_parallel()
     set_seed(config.seed)
@@ -99,14 +84,7 @@ def main(argv=None):
     claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
     # The arguments first: they set this process's device, and a ZeRO-3 config must be registered
     # before the model loads for DeepSpeed to partition it while loading.
-    args = RewardConfig(
-        learning_rate=config.learning_rate, num_train_epochs=config.num_train_epochs,
-        per_device_train_batch_size=config.per_device_train_batch_size,
-        gradient_accumulation_steps=config.gradient_accumulation_steps, max_length=config.max_length,
-        center_rewards_coefficient=config.center_rewards_coefficient or None, lr_scheduler_type="cosine",
-        warmup_steps=0.05, deepspeed=config.deepspeed or None, use_liger_kernel=config.use_liger_kernel,
-        **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps,
-                              config.tracking_args(config.output_dir)))
+    args = trainer_arguments(config)
     tokenizer = AutoTokenizer.from_pretrained(config.model_path)
     model = AutoModelForSequenceClassification.from_pretrained(config.model_path, num_labels=1,
                                                                **config.model_kwargs(config.deepspeed))

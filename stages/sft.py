@@ -9,19 +9,16 @@ assistant message), so the loss falls on the assistant's answer only, whatever t
 template looks like.
 """
 
-from dataclasses import dataclass, field
-
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
 from trl import SFTConfig, SFTTrainer
 
 from stages.artifacts import staged_output
 from stages.cli import parse_config, print_config
+from stages.configs import SFTStageConfig
 from stages.data.schema import read_table
 from stages.training import (
-    AcceleratorOptions,
     StopOnSignal,
-    TrackingOptions,
     claim_work_dir,
     common_trainer_args,
     log_progress,
@@ -31,39 +28,6 @@ from stages.training import (
     save_model_for_publication,
     write_training_metrics,
 )
-
-
-@dataclass
-class SFTStageConfig(AcceleratorOptions, TrackingOptions):
-    model_path: str = field(metadata={"help": "Initial model: the base model (paper), or any checkpoint."})
-    train_data: list[str] = field(metadata={"help": "Parquet files of conversations (`messages` column)."})
-    output_dir: str = field(metadata={"help": "The model directory to write."})
-    work_dir: str = field(default="", metadata={"help": "Checkpoints, outside Snakemake's outputs. "
-                                                        "Default: <output_dir>.work"})
-    stage: str = field(default="sft", metadata={"help": "Name recorded in the manifest (cold_start_sft, ...)."})
-    seed: int = field(default=0)
-    learning_rate: float = field(default=5e-6, metadata={"help": "Paper, Dev3: 5e-6; "
-                                                                 "distillation 1e-4 (1.5B) .. 2e-5 (70B)."})
-    num_train_epochs: float = field(default=2.0, metadata={"help": "Paper, Dev3: 2 epochs; distillation 2-3."})
-    max_steps: int = field(default=-1, metadata={"help": "Stop after this many steps (-1: run the epochs)."})
-    per_device_train_batch_size: int = field(default=8)
-    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Paper, Dev3: global batch 64."})
-    max_length: int = field(default=1024, metadata={"help": "Tokens per example (paper: 32,768); "
-                                                            "longer ones are truncated."})
-    packing: bool = field(default=False, metadata={"help": "Pack examples (bfd, padding-free): fewer padding "
-                                                           "tokens on long-tailed data (bench/sft_tokens.py)."})
-    lr_scheduler_type: str = field(default="cosine_with_min_lr")
-    min_lr_rate: float = field(default=0.1, metadata={"help": "Cosine decay to this fraction of the peak "
-                                                              "(paper: 1/10)."})
-    warmup_ratio: float = field(default=0.03, metadata={"help": "Share of the steps spent warming up, in [0, 1)."})
-    weight_decay: float = field(default=0.0)
-    gradient_checkpointing: bool = field(default=False)
-    deepspeed: str = field(default="", metadata={"help": "DeepSpeed JSON config (GPU runs)."})
-    save_steps: int = field(default=100)
-    logging_steps: int = field(default=10)
-
-    def __post_init__(self):
-        self.work_dir = self.work_dir or f"{self.output_dir}.work"
 
 
 def to_prompt_completion(rows: list[dict], source: str) -> list[dict]:
@@ -85,16 +49,9 @@ def load_conversations(paths: list[str]) -> Dataset:
     return Dataset.from_list(examples)
 
 
-def main(argv=None):
-    config = parse_config(SFTStageConfig, argv)
-    print_config(config)
-    refuse_data_parallel()
-    set_seed(config.seed)
-    inputs = {"model": config.model_path, **{f"train_data_{i}": p for i, p in enumerate(config.train_data)}}
-    claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
-    tokenizer = AutoTokenizer.from_pretrained(config.model_path)
-    dataset = load_conversations(config.train_data)
-    args = SFTConfig(
+def trainer_arguments(config: SFTStageConfig) -> SFTConfig:
+    """TRL's SFTConfig from the stage's keys and the workflow's CPU-safe defaults, then `trainer_args`."""
+    stage_args = dict(
         learning_rate=config.learning_rate, num_train_epochs=config.num_train_epochs, max_steps=config.max_steps,
         per_device_train_batch_size=config.per_device_train_batch_size,
         gradient_accumulation_steps=config.gradient_accumulation_steps, max_length=config.max_length,
@@ -105,6 +62,19 @@ def main(argv=None):
         use_liger_kernel=config.use_liger_kernel,
         **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps,
                               config.tracking_args(config.output_dir)))
+    return SFTConfig(**stage_args | config.trainer_overrides())
+
+
+def main(argv=None):
+    config = parse_config(SFTStageConfig, argv)
+    print_config(config)
+    refuse_data_parallel()
+    set_seed(config.seed)
+    inputs = {"model": config.model_path, **{f"train_data_{i}": p for i, p in enumerate(config.train_data)}}
+    claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
+    tokenizer = AutoTokenizer.from_pretrained(config.model_path)
+    dataset = load_conversations(config.train_data)
+    args = trainer_arguments(config)
     # After the arguments: a ZeRO-3 config registered by them makes DeepSpeed partition while loading.
     model = AutoModelForCausalLM.from_pretrained(config.model_path, **config.model_kwargs(config.deepspeed))
     stop = StopOnSignal()

@@ -7,7 +7,7 @@ import shutil
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -25,57 +25,6 @@ NOT_FINGERPRINTED = ("output_dir", "work_dir", "output_file", "work_file", "logg
                      "prompts_per_batch", "batch_size", "attn_implementation", "use_liger_kernel", "vllm_server_host",
                      "vllm_server_port", "vllm_gpu_memory_utilization", "report_to", "run_name", "project",
                      "tensorboard_dir", "log_completions")
-TRACKERS = ("tensorboard", "wandb", "trackio")
-
-
-@dataclass(kw_only=True)
-class AcceleratorOptions:
-    """GPU-only speed knobs every trainer takes (real configs); none changes what is learned."""
-
-    attn_implementation: str = field(default="", metadata={
-        "help": "e.g. flash_attention_2 or sdpa (empty: the model's default)."})
-    use_liger_kernel: bool = field(default=False, metadata={"help": "Liger's fused kernels (GPU)."})
-
-    def model_kwargs(self, deepspeed: str = "") -> dict:
-        """Weights load in fp32 unless DeepSpeed trains them: it keeps fp32 master copies of bf16 weights,
-        while the plain Trainer's bf16 is autocast only, and AdamW steps of 1e-6..1e-5 on bf16 weights
-        round away (bf16 resolution near 0.02 is ~1e-4)."""
-        dtype = "auto" if uses_deepspeed(deepspeed) else torch.float32
-        return {"dtype": dtype,
-                **({"attn_implementation": self.attn_implementation} if self.attn_implementation else {})}
-
-
-@dataclass(kw_only=True)
-class TrackingOptions:
-    """Experiment tracking through the Trainer's own integrations (the config's `tracking` section)."""
-
-    report_to: list[str] = field(default_factory=list, metadata={
-        "help": f"Trackers to log to: {', '.join(TRACKERS)} (none: metrics.jsonl and the log only)."})
-    run_name: str = field(default="", metadata={"help": "The run's name in the tracker (rules: <run_name>/<stage>)."})
-    project: str = field(default="", metadata={"help": "W&B / trackio project (empty: the tracker's default)."})
-    tensorboard_dir: str = field(default="", metadata={
-        "help": "Where TensorBoard's event files go (rules: results/<run>/tensorboard/<stage>). "
-                "Default: <output_dir>.tensorboard"})
-
-    def tracking_args(self, output_dir: str) -> dict:
-        """Trainer arguments for the trackers. transformers 5 reads TensorBoard's directory and W&B's
-        project from the environment only (TENSORBOARD_LOGGING_DIR, WANDB_PROJECT), so they are set here."""
-        unknown = [name for name in self.report_to if name not in TRACKERS]
-        if unknown:
-            raise ValueError(f"report_to: unknown tracker(s) {unknown}; use {list(TRACKERS)}")
-        if "tensorboard" in self.report_to:
-            os.environ["TENSORBOARD_LOGGING_DIR"] = self.tensorboard_dir or f"{output_dir}.tensorboard"
-        if self.project:
-            os.environ["WANDB_PROJECT"] = self.project
-        return {"report_to": list(self.report_to) or "none", **({"run_name": self.run_name} if self.run_name else {}),
-                **({"project": self.project} if self.project else {})}
-
-
-def uses_deepspeed(deepspeed: str = "") -> bool:
-    """A DeepSpeed config given to the stage, or one `accelerate launch` took from its config file."""
-    return bool(deepspeed) or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
-
-
 def refuse_data_parallel() -> None:
     """One process that sees several GPUs would train under torch.nn.DataParallel (the Trainer's choice
     for SFT and reward models) or stop inside TRL (GRPO): neither is what the config asked for."""

@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from stages.configs import SFTStageConfig
 from stages.rewards.model_rewards import build_model_rewards
-from stages.sft import SFTStageConfig
 from stages.training import process_device, refuse_data_parallel
 
 

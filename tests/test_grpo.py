@@ -7,7 +7,8 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from stages import grpo
-from stages.grpo import GRPOStageConfig, prompt_dataset, stop_settings
+from stages.configs import GRPOStageConfig
+from stages.grpo import prompt_dataset, stop_settings
 from stages.rewards.sandbox import isolation_problem
 
 CURVE_KEYS = ("reward", "rewards/accuracy/mean", "rewards/format/mean", "completions/mean_length", "kl",

@@ -1,0 +1,171 @@
+"""The stage configs and the config schema say the same thing, and TRL's other knobs reach the trainer
+from a config file (`trainer_args`), with mistakes named before any job runs."""
+
+import shlex
+import typing
+from dataclasses import fields
+
+import pytest
+import yaml
+
+from stages.cli import parse_config
+from stages.config_checks import SCHEMA, cross_field_errors
+from stages.configs import GRPOStageConfig, RewardModelStageConfig, SFTStageConfig, default_of
+from stages.data.prepare import PrepareConfig
+from stages.data.tiny import TinyDataConfig
+from stages.evaluate import EvaluateConfig
+from stages.generate import GenerateConfig
+from stages.rejection import RejectionConfig
+from tests.snakemake_helpers import REPO, merged, planned_job_details, snakemake, write_config
+
+TRACKING = {"report_to", "run_name", "project", "tensorboard_dir"}
+# schema node -> (the stage config behind it, the fields the rules fill instead of a config key)
+SECTIONS = {
+    "$defs.sft_fields": (SFTStageConfig, {"model_path", "train_data", "output_dir", "work_dir", "stage", "seed",
+                                          *TRACKING}),
+    "$defs.grpo": (GRPOStageConfig, {"model_path", "train_data", "output_dir", "work_dir", "stage", "seed",
+                                     "template", "general_data", "helpful_reward_model", "harmless_reward_model",
+                                     "log_completions", *TRACKING}),
+    "$defs.reward_model": (RewardModelStageConfig, {"kind", "model_path", "data", "output_dir", "work_dir", "seed",
+                                                    *TRACKING}),
+    "properties.rejection_sampling.properties.generation": (
+        GenerateConfig, {"model_path", "prompts", "output_file", "work_file", "shard_index", "num_shards", "template",
+                         "seed"}),
+    "properties.evaluation.properties.settings": (EvaluateConfig, {"model_path", "output_dir", "eval_sets", "template",
+                                                                   "seed"}),
+}
+JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array"}
+
+
+def schema_node(path: str) -> dict:
+    node = yaml.safe_load(SCHEMA.read_text())
+    for part in path.split("."):
+        node = node[part]
+    return node
+
+
+def resolved(node: dict, root: dict) -> dict:
+    while "$ref" in node:
+        target = root
+        for part in node["$ref"].removeprefix("#/").split("/"):
+            target = target[part]
+        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+    return node
+
+
+@pytest.mark.parametrize("path", SECTIONS)
+def test_each_schema_section_has_exactly_its_stage_config_s_keys_and_types(path):
+    config_class, wired = SECTIONS[path]
+    root = yaml.safe_load(SCHEMA.read_text())
+    properties = schema_node(path)["properties"]
+    hints = typing.get_type_hints(config_class)
+    flags = {f.name for f in fields(config_class)}
+    assert set(properties) - flags == set(), "schema keys that are no flag of the stage"
+    assert flags - wired - set(properties) == set(), "stage flags no config can set"
+    assert not wired & set(properties), "a flag the rules fill is also a config key"
+    for key, spec in properties.items():
+        spec = resolved(spec, root)
+        assert "default" not in spec, f"{path}.{key}: defaults live in {config_class.__name__} only"
+        python_type = typing.get_origin(hints[key]) or hints[key]
+        if key == "trainer_args":
+            assert spec["type"] == "object" and python_type is str  # a mapping, carried as one JSON flag
+        else:
+            assert spec["type"] == JSON_TYPES[python_type], f"{path}.{key}: {spec['type']} vs {hints[key]}"
+        for value in spec.get("enum", []):  # every allowed value is one the stage accepts
+            assert isinstance(value, python_type), (key, value)
+
+
+def test_the_rejection_filters_and_judge_sections_are_the_rejection_stage_s_flags():
+    filters = set(schema_node("properties.rejection_sampling.properties.filters")["properties"])
+    judge = set(schema_node("properties.rejection_sampling.properties.judge")["properties"])
+    flags = {f.name for f in fields(RejectionConfig)}
+    judge_flags = {name for name in flags if name.startswith("judge_")}
+    wired = {"shards", "general_data", "output_dir", "targets", "template", "language", "work_dir", "seed"}
+    assert flags - judge_flags - wired == filters
+    # judge: name_or_path is fetched into --judge_model, domains become --judge_domains
+    assert {f"judge_{key}" for key in judge - {"name_or_path", "revision", "domains"}} | {
+        "judge_model", "judge_domains"} == judge_flags
+
+
+@pytest.mark.parametrize("path, config_class, wired", [
+    ("properties.data.properties.tiny", TinyDataConfig, {"output_dir", "seed"}),
+    ("$defs.build", None, set()),
+])
+def test_data_and_pre_training_sections_are_their_stage_s_flags(path, config_class, wired):
+    if config_class is None:
+        from stages.base_model import BaseModelConfig as config_class
+        wired = {"corpus", "output_dir", "work_dir", "seed"}
+    flags = {f.name for f in fields(config_class)}
+    assert flags - wired == set(schema_node(path)["properties"])
+
+
+def test_hub_data_section_keys_are_prepare_data_s_flags():
+    keys = set(schema_node("properties.data.properties.hub")["properties"]) - {"sets"}  # sets: wiring
+    assert keys <= {f.name for f in fields(PrepareConfig)}
+
+
+def test_the_config_checks_read_their_defaults_from_the_stage_configs():
+    # r1_zero sets none of these: the check must use GRPOStageConfig's defaults (32 x 16 = 512 over 3 GPUs fails)
+    config = yaml.safe_load((REPO / "configs" / "qwen2.5-1.5b.yaml").read_text())
+    for key in ("questions_per_step", "num_generations", "gradient_accumulation_steps"):
+        config["r1_zero"].pop(key, None)
+    config["compute"]["r1_zero"] = {"gpu": 3}
+    expected = default_of(GRPOStageConfig, "questions_per_step") * default_of(GRPOStageConfig, "num_generations")
+    assert f"r1_zero: questions_per_step x num_generations = {expected} completions" in "\n".join(
+        cross_field_errors(config))
+
+
+def stage_argv(shell: str, module: str) -> list[str]:
+    """The stage's own arguments in a planned job's shell command."""
+    words = shlex.split(shell.split(" > ", 1)[0])
+    return words[words.index(module) + 1:]
+
+
+def test_a_trl_only_knob_reaches_the_trainer_from_a_config_file(tmp_path, venv_env):
+    """vllm_server_timeout has no key of its own: a config file sets it through trainer_args, and it
+    arrives in the GRPOConfig the stage builds (and not without it: TRL's default is another)."""
+    from stages.grpo import trainer_arguments as grpo_arguments
+    from stages.sft import trainer_arguments as sft_arguments
+
+    tiny = yaml.safe_load((REPO / "configs" / "tiny.yaml").read_text())
+    config = merged(tiny, {"reasoning_rl": {"trainer_args": {"vllm_server_timeout": 600, "warmup_steps": 3}},
+                           "cold_start_sft": {"trainer_args": {"save_total_limit": 5}}})
+    done = snakemake(tmp_path, write_config(tmp_path, config), "-n", "-p", "reasoning_rl", "--forceall",
+                     env=venv_env)
+    shells = {job["rule"]: job["shell"] for job in planned_job_details(done.stdout)}
+    rl = parse_config(GRPOStageConfig, stage_argv(shells["reasoning_rl"], "stages.grpo"))
+    args = grpo_arguments(rl, world_size=1, vllm_stop={})
+    assert (args.vllm_server_timeout, args.warmup_steps) == (600, 3)
+    assert args.learning_rate == tiny["reasoning_rl"]["learning_rate"]  # the stage's own keys still apply
+    sft = sft_arguments(parse_config(SFTStageConfig, stage_argv(shells["cold_start_sft"], "stages.sft")))
+    assert sft.save_total_limit == 5  # a workflow default, replaced
+    plain = parse_config(GRPOStageConfig, ["--model_path", "m", "--train_data", "d", "--output_dir", str(tmp_path)])
+    assert grpo_arguments(plain, world_size=1, vllm_stop={}).vllm_server_timeout != 600
+
+
+@pytest.mark.parametrize("trainer_args, named", [
+    ({"vllm_server_timout": 600}, "reasoning_rl.trainer_args.vllm_server_timout: not a field of TRL's GRPOConfig; "
+                                  "did you mean 'vllm_server_timeout'?"),
+    ({"learning_rate": 1e-6}, "reasoning_rl.trainer_args.learning_rate: the stage has its own key for it: "
+                              "set reasoning_rl.learning_rate instead"),
+    ({"per_device_train_batch_size": 4}, "derives it from reasoning_rl.questions_per_step"),
+    ({"seed": 3}, "reasoning_rl.trainer_args.seed: set by the workflow from the config's top-level `seed`"),
+])
+def test_trainer_args_mistakes_are_named_before_any_job(trainer_args, named):
+    config = yaml.safe_load((REPO / "configs" / "tiny.yaml").read_text())
+    config["reasoning_rl"]["trainer_args"] = trainer_args
+    assert named in "\n".join(cross_field_errors(config))
+
+
+def test_trainer_args_mistakes_stop_the_stage_with_their_names(tmp_path):
+    base = ["--model_path", "m", "--train_data", "d", "--output_dir", str(tmp_path)]
+    config = parse_config(SFTStageConfig, [*base, "--trainer_args", '{"max_lenght": 64}'])
+    with pytest.raises(ValueError, match="trainer_args.max_lenght: not a field of TRL's SFTConfig; did you mean "
+                                         "'max_length'"):
+        config.trainer_overrides()
+    with pytest.raises(ValueError, match="not a JSON object"):
+        parse_config(SFTStageConfig, [*base, "--trainer_args", "max_length=64"]).trainer_overrides()
+    reward = RewardModelStageConfig(kind="helpful", model_path="m", data="d", output_dir=str(tmp_path),
+                                    trainer_args='{"center_rewards_coefficient": 0.1}')
+    with pytest.raises(ValueError, match="set --center_rewards_coefficient instead"):
+        reward.trainer_overrides()
