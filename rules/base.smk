@@ -26,7 +26,8 @@ if pretrained_stages("build"):
         container:
             container_image("base")
         shell:
-            "python -m stages.base_model --corpus {input.corpus} --output_dir {output} --work_dir {params.work}"
+            "python -m stages.base_model --stage {wildcards.built} --corpus {input.corpus} --output_dir {output}"
+            " --work_dir {params.work}"
             " --seed {params.seed} {params.args} > {log} 2>&1"
 
 

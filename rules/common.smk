@@ -8,7 +8,8 @@ from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from stages.artifacts import MIXTURE, code_version
 from stages.config_checks import compute_settings, container_images, cross_field_errors, schema_errors
-from stages.templates import template_for_stage
+from stages.configs import GRPOStageConfig, default_of
+from stages.recipe import REWARD_MODEL_KINDS, STAGES, template_of
 
 CONFIG_ERRORS = schema_errors(config) or cross_field_errors(config)  # the second reads keys the first checked
 if CONFIG_ERRORS:
@@ -103,8 +104,23 @@ def tracking_args(stage, grpo=False):
     return f" {stage_args(flags)}"
 
 
+def training_params(stage, exclude=()):
+    """The params of a one-job training rule: the seed, how the stage starts (its module, maybe through
+    stages.launch) and its flags: name, template (RL stages), work directory, its config section
+    (less `exclude`, the section's wiring keys) and tracking."""
+    spec = STAGES[stage]
+    rl = spec.kind == "grpo"
+    flags = f"--stage {stage}" + (f" --template {spec.template}" if rl else "") + f" --work_dir {work_dir(stage)}"
+    return {"seed": config["seed"], "launch": launcher(stage, spec.module),
+            "args": f"{flags} {stage_args(config[stage], exclude)}{tracking_args(stage, grpo=rl)}"}
+
+
+# The shell tail of every training rule
+TRAINED_INTO = " --output_dir {output} --seed {params.seed} {params.args} > {log} 2>&1"
+
+
 def student_base(student):
-    return f"student_{student}"
+    return STAGES["student"].output.format(student=student)
 
 
 JUDGE = config["rejection_sampling"].get("judge")  # a generative judge for some domains; off when absent
@@ -232,8 +248,20 @@ def all_shard_files():
     return [shard_file(i) for i in range(config["rejection_sampling"]["num_shards"])]
 
 
+def stage_outputs(*kinds):
+    """The output folders of the recipe's stages of these kinds, in the recipe's order: one per reward
+    model kind and per distillation student where the stage makes several."""
+    outputs = []
+    for stage in STAGES.values():
+        if stage.kind in kinds:
+            outputs += [stage.output.format(kind=kind, student=student)
+                        for kind in (REWARD_MODEL_KINDS if "{kind}" in stage.output else [""])
+                        for student in (config["distillation"]["students"] if "{student}" in stage.output else [""])]
+    return outputs
+
+
 def distilled_students():
-    return [f"distill_{name}" for name in config["distillation"]["students"]]
+    return [STAGES["distill"].output.format(student=name) for name in config["distillation"]["students"]]
 
 
 def eval_set_files():

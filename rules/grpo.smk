@@ -12,20 +12,14 @@ rule r1_zero_grpo:
     benchmark:
         benchmark_file("r1_zero")
     params:
-        seed=config["seed"],
-        launch=launcher("r1_zero", "stages.grpo"),
-        template=template_for_stage("r1_zero"),
-        work=work_dir("r1_zero"),
-        args=stage_args(config["r1_zero"]) + tracking_args("r1_zero", grpo=True),
+        **training_params("r1_zero"),
     threads: 2
     resources:
         **stage_resources("r1_zero"),
     container:
         container_image("r1_zero")
     shell:
-        "{params.launch} --stage r1_zero --template {params.template} --model_path {input.model}"
-        " --train_data {input.prompts} --output_dir {output} --work_dir {params.work} --seed {params.seed}"
-        " {params.args} > {log} 2>&1"
+        "{params.launch} --model_path {input.model} --train_data {input.prompts}" + TRAINED_INTO
 
 
 rule reasoning_rl:
@@ -39,20 +33,14 @@ rule reasoning_rl:
     benchmark:
         benchmark_file("reasoning_rl")
     params:
-        seed=config["seed"],
-        launch=launcher("reasoning_rl", "stages.grpo"),
-        template=template_for_stage("reasoning_rl"),
-        work=work_dir("reasoning_rl"),
-        args=stage_args(config["reasoning_rl"]) + tracking_args("reasoning_rl", grpo=True),
+        **training_params("reasoning_rl"),
     threads: 2
     resources:
         **stage_resources("reasoning_rl"),
     container:
         container_image("reasoning_rl")
     shell:
-        "{params.launch} --stage reasoning_rl --template {params.template} --model_path {input.model}"
-        " --train_data {input.prompts} --output_dir {output} --work_dir {params.work} --seed {params.seed}"
-        " {params.args} > {log} 2>&1"
+        "{params.launch} --model_path {input.model} --train_data {input.prompts}" + TRAINED_INTO
 
 
 rule final_rl:
@@ -70,18 +58,12 @@ rule final_rl:
     benchmark:
         benchmark_file("final_rl")
     params:
-        seed=config["seed"],
-        launch=launcher("final_rl", "stages.grpo"),
-        template=template_for_stage("final_rl"),
-        work=work_dir("final_rl"),
-        args=stage_args(config["final_rl"]) + tracking_args("final_rl", grpo=True),
+        **training_params("final_rl"),
     threads: 2
     resources:
         **stage_resources("final_rl"),
     container:
         container_image("final_rl")
     shell:
-        "{params.launch} --stage final_rl --template {params.template} --model_path {input.model}"
-        " --train_data {input.prompts} --general_data {input.general} --helpful_reward_model {input.helpful}"
-        " --harmless_reward_model {input.harmless} --output_dir {output} --work_dir {params.work}"
-        " --seed {params.seed} {params.args} > {log} 2>&1"
+        "{params.launch} --model_path {input.model} --train_data {input.prompts} --general_data {input.general}"
+        " --helpful_reward_model {input.helpful} --harmless_reward_model {input.harmless}" + TRAINED_INTO

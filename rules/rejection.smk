@@ -16,7 +16,7 @@ rule generate_shard:
         seed=config["seed"],
         work=lambda wc: os.path.join(work_dir("generate"), f"shard-{wc.shard}.jsonl"),
         num_shards=config["rejection_sampling"]["num_shards"],
-        template=template_for_stage("reasoning_rl"),
+        template=template_of("reasoning_rl"),
         args=stage_args(config["rejection_sampling"]["generation"]),
     threads: 1
     resources:
@@ -43,8 +43,9 @@ rule rejection_sampling:
     params:
         seed=config["seed"],
         targets=" ".join(f"{d}={n}" for d, n in config["rejection_sampling"]["targets"].items()),
-        template=template_for_stage("reasoning_rl"),
-        language=config["reasoning_rl"].get("language", "en"),  # the language the RL stage rewarded
+        template=template_of("reasoning_rl"),
+        # the language the RL stage rewarded
+        language=config["reasoning_rl"].get("language", default_of(GRPOStageConfig, "language")),
         args=stage_args(config["rejection_sampling"]["filters"]),
         judge=judge_args(),
         work=work_dir("rejection_sampling"),

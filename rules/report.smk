@@ -1,9 +1,8 @@
 # The report: the paper-style stage table over every evaluated model, what each training stage did
 # and its curves, sampled completions, the mixture's counts and the reward models' accuracy.
 
-REWARD_MODELS = [artifact(f"reward_model_{kind}") for kind in ("helpful", "harmless")]
-TRAINED = [artifact(stage) for stage in ("r1_zero", "cold_start_sft", "reasoning_rl", "mixture_sft")] + REWARD_MODELS + [
-    artifact("final_rl")] + [result(student) for student in distilled_students()]
+REWARD_MODELS = [artifact(output) for output in stage_outputs("reward_model")]
+TRAINED = [artifact(output) for output in stage_outputs("grpo", "sft", "reward_model")]  # in the recipe's order
 
 
 rule report:
@@ -20,11 +19,10 @@ rule report:
     benchmark:
         benchmark_file("report")
     params:
-        stages=" ".join(evaluated_models()),
-        eval_root=lambda wildcards, input: os.path.dirname(input.evals[0]),
+        evals=lambda wildcards, input: " ".join(f"{model}={path}" for model, path in zip(evaluated_models(), input.evals)),
     localrule: True
     container:
         image("cpu")
     shell:
-        "python -m stages.report --eval_root {params.eval_root} --stages {params.stages} --trained {input.trained}"
+        "python -m stages.report --evals {params.evals} --trained {input.trained}"
         " --mixture {input.mixture} --reward_models {input.reward_models} --output_dir {output} > {log} 2>&1"

@@ -12,18 +12,14 @@ rule cold_start_sft:
     benchmark:
         benchmark_file("cold_start_sft")
     params:
-        seed=config["seed"],
-        launch=launcher("cold_start_sft", "stages.sft"),
-        work=work_dir("cold_start_sft"),
-        args=stage_args(config["cold_start_sft"]) + tracking_args("cold_start_sft"),
+        **training_params("cold_start_sft"),
     threads: 2
     resources:
         **stage_resources("cold_start_sft"),
     container:
         container_image("cold_start_sft")
     shell:
-        "{params.launch} --stage cold_start_sft --model_path {input.model} --train_data {input.data}"
-        " --output_dir {output} --work_dir {params.work} --seed {params.seed} {params.args} > {log} 2>&1"
+        "{params.launch} --model_path {input.model} --train_data {input.data}" + TRAINED_INTO
 
 
 rule mixture_sft:
@@ -38,19 +34,15 @@ rule mixture_sft:
     benchmark:
         benchmark_file("mixture_sft")
     params:
-        seed=config["seed"],
-        launch=launcher("mixture_sft", "stages.sft"),
+        **training_params("mixture_sft", exclude=("init",)),
         mixture=os.path.join(artifact("mixture"), MIXTURE),
-        work=work_dir("mixture_sft"),
-        args=stage_args(config["mixture_sft"], exclude=("init",)) + tracking_args("mixture_sft"),
     threads: 2
     resources:
         **stage_resources("mixture_sft"),
     container:
         container_image("mixture_sft")
     shell:
-        "{params.launch} --stage mixture_sft --model_path {input.model} --train_data {params.mixture}"
-        " --output_dir {output} --work_dir {params.work} --seed {params.seed} {params.args} > {log} 2>&1"
+        "{params.launch} --model_path {input.model} --train_data {params.mixture}" + TRAINED_INTO
 
 
 rule distill_student:

@@ -42,6 +42,7 @@ class BaseModelConfig:
     output_dir: str = field(metadata={"help": "The model directory to write."})
     work_dir: str = field(default="", metadata={"help": "Checkpoints (outside Snakemake's outputs). "
                                                         "Default: <output_dir>.work"})
+    stage: str = field(default="base", metadata={"help": "Name recorded in the manifest (base, student_<name>)."})
     seed: int = field(default=0)
     vocab_size: int = field(default=600, metadata={"help": "BPE vocabulary, before the added tags."})
     hidden_size: int = field(default=128)
@@ -113,7 +114,7 @@ def main(argv=None):
 
     if not save_model_for_publication(trainer, tokenizer, config.output_dir):
         return  # another process of a multi-GPU run: the main one publishes
-    with staged_output(config.output_dir, "base_model", config, inputs, fresh=False) as (scratch, headline):
+    with staged_output(config.output_dir, config.stage, config, inputs, fresh=False) as (scratch, headline):
         history = write_training_metrics(trainer, scratch)
         losses = [row["loss"] for row in history if "loss" in row]
         headline.update({"parameters": n_params, "corpus_tokens": len(blocks) * config.block_size,

@@ -10,7 +10,6 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from stages.configs import (
-    REWARD_MODEL_KINDS,
     GRPOStageConfig,
     RewardModelStageConfig,
     SFTStageConfig,
@@ -18,10 +17,9 @@ from stages.configs import (
     trainer_arg_problems,
     trl_field_names,
 )
+from stages.recipe import LAUNCHABLE, REWARD_MODEL_KINDS, stages_of_kind
 
-GRPO_SECTIONS = ("r1_zero", "reasoning_rl", "final_rl")
-# Stages that stages.launch can spread over several GPUs and nodes; the others run one process.
-LAUNCHED_STAGES = GRPO_SECTIONS + ("cold_start_sft", "mixture_sft", "distill", "reward_model")
+GRPO_SECTIONS = stages_of_kind("grpo")
 # Data sets the main line reads, beyond the evaluation sets.
 TRAINING_SETS = ("rl_prompts", "cold_start", "general", "rl_general", "preferences_helpful", "preferences_harmless")
 REPO = Path(__file__).resolve().parent.parent
@@ -128,8 +126,8 @@ def compute_errors(config: dict) -> list[str]:
     errors = []
     for stage, settings in config.get("compute", {}).items():
         nodes, server = settings.get("nodes", 1), settings.get("vllm_server_gpus", 0)
-        if nodes > 1 and stage not in LAUNCHED_STAGES + ("default",):
-            errors.append(f"compute.{stage}.nodes = {nodes}, but only {LAUNCHED_STAGES} run on several nodes")
+        if nodes > 1 and stage not in LAUNCHABLE + ("default",):
+            errors.append(f"compute.{stage}.nodes = {nodes}, but only {LAUNCHABLE} run on several nodes")
         if server and stage not in GRPO_SECTIONS:
             errors.append(f"compute.{stage}.vllm_server_gpus is for GRPO stages {GRPO_SECTIONS} only")
         if server and not settings.get("gpu"):

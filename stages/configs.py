@@ -14,6 +14,7 @@ import os
 from dataclasses import MISSING, dataclass, field, fields
 from typing import ClassVar
 
+from stages.recipe import REWARD_MODEL_KINDS
 from stages.templates import TEMPLATES
 
 TRACKERS = ("tensorboard", "wandb", "trackio")
@@ -275,9 +276,6 @@ class GRPOStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
                              f"over {world_size} process(es) x gradient_accumulation_steps "
                              f"{self.gradient_accumulation_steps}")
         return completions // (world_size * self.gradient_accumulation_steps)
-
-
-REWARD_MODEL_KINDS = ("helpful", "harmless")
 
 
 @dataclass

@@ -5,30 +5,31 @@ it. A directory that already has a README.md (a hub model's own card, fetched) k
 import json
 from pathlib import Path
 
-from stages.templates import MATH_INSTRUCTION, template_for_stage
+from stages.recipe import description_of, stage_of, template_of
+from stages.templates import MATH_INSTRUCTION
 
-PAPER_NAMES = {  # the DeepSeek-R1 paper's name for each stage's model
-    "base_model": "the base model (pre-trained here)", "r1_zero": "R1-Zero (GRPO on the base model)",
-    "cold_start_sft": "Dev1 (cold-start SFT)", "reasoning_rl": "Dev2 (reasoning-oriented RL)",
-    "mixture_sft": "Dev3 (SFT on the rejection-sampled mixture)", "final_rl": "R1 (RL for all scenarios)",
-    "reward_model_helpful": "the helpfulness reward model", "reward_model_harmless": "the harmlessness reward model",
-}
 SETTINGS = ("learning_rate", "num_train_epochs", "max_steps", "per_device_train_batch_size",
             "gradient_accumulation_steps", "questions_per_step", "num_generations", "max_length",
             "max_completion_length", "beta", "temperature", "rewards", "seed")
 
 
 def paper_name(stage: str) -> str:
-    if stage.startswith("distill_"):
-        return f"a distilled student ({stage.removeprefix('distill_')}): SFT on the mixture R1's pipeline built"
-    return PAPER_NAMES.get(stage, stage)
+    """What the model is, in the paper's words; a fetched model is what its own card says."""
+    try:
+        return description_of(stage)
+    except KeyError:
+        return stage
 
 
 def how_to_prompt(stage: str, model_dir: str) -> str:
-    if stage.startswith("reward_model_"):
+    try:
+        kind, template = stage_of(stage)[0].kind, template_of(stage)
+    except KeyError:  # a model fetched for another role (the judge) speaks its own chat template
+        kind, template = "", "chat"
+    if kind == "reward_model":
         return ("A sequence-classification model: it scores a whole conversation (the tokenizer's chat template "
                 "applied to prompt and response); a higher score is a preferred response.")
-    if template_for_stage(stage if stage != "base_model" else "base") == "r1_zero":
+    if template == "r1_zero":
         return ("The R1-Zero raw-text template (`data/templates/r1_zero.txt`, no chat template); the answer "
                 "comes as `<think> ... </think> <answer> ... </answer>`. Stop at `</answer>`.")
     return f"""The tokenizer's chat template, no system prompt, the question followed by the instruction; the

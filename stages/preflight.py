@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from stages.config_checks import REPO, compute_settings, container_images
+from stages.recipe import STAGES
 
 # Values the shipped profile holds where each site must put its own (profiles/slurm/config.yaml, SITE lines).
 PLACEHOLDERS = {"slurm_account": "my_project"}
@@ -34,8 +35,7 @@ PLACEHOLDERS = {"slurm_account": "my_project"}
 # this list equal to the rules').
 LOGIN_NODE_RULES = ("tiny_data", "prepare_data", "fetch_model", "report", "all")
 # The compute entry whose resources a rule's jobs take, where the rule's name is not the entry's.
-COMPUTE_KEY_OF_RULE = {"r1_zero_grpo": "r1_zero", "generate_shard": "generate", "distill_student": "distill",
-                       "base_model": "base"}
+COMPUTE_KEY_OF_RULE = {stage.rule: stage.compute for stage in STAGES.values() if stage.rule != stage.compute}
 
 
 @dataclass

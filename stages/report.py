@@ -4,7 +4,7 @@ training stage did (its start, data, steps, learning rate, wall time, commit) an
 sampled completions per model, the SFT mixture's counts and the reward models' held-out accuracy,
 as Markdown, JSON and one self-contained HTML page (plots embedded).
 
-    python -m stages.report --eval_root results/tiny/eval --stages base cold_start_sft \
+    python -m stages.report --evals base=results/tiny/eval/base cold_start_sft=results/tiny/eval/cold_start_sft \
         --trained results/tiny/cold_start_sft --mixture results/tiny/mixture --output_dir results/tiny/report
     python -m stages.report --show results/tiny/report      # print the table of a finished report
 """
@@ -23,17 +23,9 @@ import pyarrow.parquet as pq
 
 from stages.artifacts import METRICS, duration, read_jsonl, read_manifest, staged_output
 from stages.plots import curves_png
+from stages.recipe import compared_with, label_of
 
-STAGE_NAMES = {  # the paper's names for each stage's model
-    "base": "Base", "r1_zero": "R1-Zero", "cold_start_sft": "Dev1 (cold-start SFT)",
-    "reasoning_rl": "Dev2 (reasoning RL)", "mixture_sft": "Dev3 (SFT on the mixture)", "final_rl": "R1",
-    "reward_model_helpful": "Helpful reward model", "reward_model_harmless": "Harmless reward model",
-}
 COLUMNS = ("pass_at_1", "cons_at_k", "format_rate", "mean_length")
-# The comparison the paper draws for each model: the model it was trained from, or (Dev3, the
-# distilled students) the one whose samples it learned from.
-COMPARED_WITH = {"r1_zero": "base", "cold_start_sft": "base", "reasoning_rl": "cold_start_sft",
-                 "mixture_sft": "reasoning_rl", "final_rl": "mixture_sft"}
 NOTEWORTHY_SE = 2.0  # changes at least this many paired SEs from zero are set in bold
 SAMPLES_PER_MODEL = 2  # completions shown per evaluated model
 SAMPLE_CHARS = 700
@@ -48,17 +40,9 @@ def report_code_digest() -> str:
     return hashlib.sha256(trees.encode()).hexdigest()
 
 
-def display_name(stage: str) -> str:
-    if stage.startswith("distill_"):
-        return f"Distilled {stage.removeprefix('distill_')}"
-    if stage.startswith("student_"):
-        return f"Student {stage.removeprefix('student_')} (undistilled)"
-    return STAGE_NAMES.get(stage, stage)
-
-
-def collect(eval_root: Path, stages: list[str]) -> dict[str, dict]:
+def collect(evals: dict[str, Path]) -> dict[str, dict]:
     """stage -> eval set -> scores, from each evaluation's manifest (the proof it finished)."""
-    return {stage: read_manifest(eval_root / stage)["metrics"] for stage in stages}
+    return {stage: read_manifest(directory)["metrics"] for stage, directory in evals.items()}
 
 
 def table_rows(scores: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
@@ -68,7 +52,7 @@ def table_rows(scores: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
         header += [f"{name} {col}" for col in COLUMNS]
     rows = []
     for stage, per_set in scores.items():
-        row = [display_name(stage)]
+        row = [label_of(stage)]
         for name in sets:
             s = per_set.get(name)
             if s is None:
@@ -79,10 +63,6 @@ def table_rows(scores: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
                     f"{s['mean_length']:.1f}"]
         rows.append(row)
     return header, rows
-
-
-def compared_with(stage: str) -> str | None:
-    return "final_rl" if stage.startswith("distill_") else COMPARED_WITH.get(stage)
 
 
 def per_prompt_pass(samples: Path) -> dict[str, float]:
@@ -106,21 +86,21 @@ def paired_change(before: dict[str, float], after: dict[str, float]) -> tuple[fl
             statistics.mean(diffs), se)
 
 
-def change_rows(eval_root: Path, stages: list[str]) -> tuple[list[str], list[list[str]]]:
+def change_rows(evals: dict[str, Path]) -> tuple[list[str], list[list[str]]]:
     """Each model's pass@1 against the model it follows, per evaluation set, where both are evaluated."""
     rows = []
-    for stage in stages:
+    for stage, directory in evals.items():
         reference = compared_with(stage)
-        if reference not in stages:
+        if reference not in evals:
             continue
-        for samples in sorted((eval_root / stage).glob("samples_*.jsonl")):
-            reference_samples = eval_root / reference / samples.name
+        for samples in sorted(directory.glob("samples_*.jsonl")):
+            reference_samples = evals[reference] / samples.name
             if not reference_samples.exists():
                 continue
             before, after, diff, se = paired_change(per_prompt_pass(reference_samples), per_prompt_pass(samples))
             eval_set = samples.stem.removeprefix("samples_")
             in_se = f"{diff / se:+.1f}" if se else "–"
-            rows.append([f"{display_name(stage)} vs {display_name(reference)}", eval_set, f"{before:.3f}",
+            rows.append([f"{label_of(stage)} vs {label_of(reference)}", eval_set, f"{before:.3f}",
                          f"{after:.3f}", f"{diff:+.3f}", f"{se:.3f}" if se is not None else "–", in_se])
     return ["model vs the model it follows", "set", "pass@1 before", "after", "change", "paired SE",
             "change / SE"], rows
@@ -165,15 +145,15 @@ def trained_stage_rows(dirs: list[Path]) -> tuple[list[str], list[list[str]]]:
     rows = []
     for directory in dirs:
         if built_elsewhere(directory):
-            rows.append([display_name(directory.name), "brought by start_from (no manifest)"] + ["–"] * 5)
+            rows.append([label_of(directory.name), "brought by start_from (no manifest)"] + ["–"] * 5)
             continue
         manifest = read_manifest(directory)
         history = read_jsonl(directory / METRICS) if (directory / METRICS).exists() else []
         steps = max((row["step"] for row in history if "step" in row), default=0)
-        started = display_name(Path(manifest["inputs"]["model"]["path"]).name)
+        started = label_of(Path(manifest["inputs"]["model"]["path"]).name)
         learning_rate = manifest["config"].get("learning_rate")
         runtime = manifest["metrics"].get("train_runtime_s") or manifest["wall_time_s"]
-        rows.append([display_name(manifest["stage"]), started, training_data(manifest), str(steps),
+        rows.append([label_of(manifest["stage"]), started, training_data(manifest), str(steps),
                      f"{learning_rate:.1e}" if learning_rate is not None else "–", duration(runtime),
                      manifest["code_version"]])
     return ["stage", "started from", "data", "steps", "learning rate", "training time", "commit"], rows
@@ -182,17 +162,17 @@ def trained_stage_rows(dirs: list[Path]) -> tuple[list[str], list[list[str]]]:
 def stage_curves(directory: Path) -> bytes | None:
     if built_elsewhere(directory) or not (directory / METRICS).exists():
         return None
-    return curves_png(read_jsonl(directory / METRICS), display_name(read_manifest(directory)["stage"]))
+    return curves_png(read_jsonl(directory / METRICS), label_of(read_manifest(directory)["stage"]))
 
 
-def sample_rows(eval_root: Path, stages: list[str]) -> tuple[list[str], list[list[str]]]:
+def sample_rows(evals: dict[str, Path]) -> tuple[list[str], list[list[str]]]:
     """The first sample of the first prompts of each model's first evaluation set (the config's order),
     with the prompt text."""
     rows = []
-    for stage in stages:
-        manifest = read_manifest(eval_root / stage)
+    for stage, directory in evals.items():
+        manifest = read_manifest(directory)
         sets = [name.removeprefix("eval_") for name in manifest["inputs"] if name.startswith("eval_")]
-        files = [eval_root / stage / f"samples_{name}.jsonl" for name in sets]  # the config's first set first
+        files = [directory / f"samples_{name}.jsonl" for name in sets]  # the config's first set first
         files = [path for path in files if path.exists()]
         if not files:
             continue
@@ -205,18 +185,20 @@ def sample_rows(eval_root: Path, stages: list[str]) -> tuple[list[str], list[lis
             completion = sample["completion"]
             if len(completion) > SAMPLE_CHARS:
                 completion = completion[:SAMPLE_CHARS] + " …"
-            rows.append([display_name(stage), eval_set, prompts.get(sample["id"], sample["id"]), completion,
+            rows.append([label_of(stage), eval_set, prompts.get(sample["id"], sample["id"]), completion,
                          str(sample.get("answer")), "correct" if sample["correct"] else "wrong"])
     return ["model", "set", "prompt", "completion", "final answer", "verdict"], rows
 
 
-def run_identity(eval_root: Path, stages: list[str]) -> str:
-    """Run, commit and the main package versions, from the first evaluation's manifest."""
-    manifest = read_manifest(eval_root / stages[0])
+def run_identity(evals: dict[str, Path]) -> str:
+    """Run (results/<run>/eval/<model>), commit and the main package versions, from the first evaluation's
+    manifest."""
+    first = next(iter(evals.values()))
+    manifest = read_manifest(first)
     packages = manifest.get("packages", {})
     versions = ", ".join(f"{name} {packages[name]}"
                          for name in ("torch", "transformers", "trl", "vllm") if name in packages)
-    return f"run {eval_root.parent.name} · commit {manifest['code_version']} · {versions}"
+    return f"run {first.parent.parent.name} · commit {manifest['code_version']} · {versions}"
 
 
 def reward_model_rows(dirs: list[Path]) -> tuple[list[str], list[list[str]]]:
@@ -280,8 +262,8 @@ def show(report_dir: Path) -> None:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--eval_root", type=Path)
-    parser.add_argument("--stages", nargs="+", help="evaluated models, in table order")
+    parser.add_argument("--evals", nargs="+", default=[], metavar="NAME=DIR",
+                        help="each evaluated model's evaluation directory, in table order")
     parser.add_argument("--trained", nargs="*", type=Path, default=[],
                         help="training stages' output directories, in pipeline order (what each did, its curves)")
     parser.add_argument("--mixture", type=Path, help="the rejection-sampling mixture directory")
@@ -293,15 +275,19 @@ def main(argv=None):
     if args.show:
         show(args.show)
         return
-    if not (args.eval_root and args.stages and args.output_dir):
-        parser.error("--eval_root, --stages and --output_dir are required (or --show)")
-    scores = collect(args.eval_root, args.stages)
+    if not (args.evals and args.output_dir):
+        parser.error("--evals and --output_dir are required (or --show)")
+    malformed = [item for item in args.evals if "=" not in item]
+    if malformed:
+        parser.error(f"--evals takes NAME=DIR pairs, got {malformed}")
+    evals = {name: Path(directory) for name, directory in (item.split("=", 1) for item in args.evals)}
+    scores = collect(evals)
     header, rows = table_rows(scores)
     sections = [("Stage table", "pass@1: mean correctness over k samples per prompt (temperature 0.6, top-p 0.95); "
                  "cons@k: majority vote over the k samples; format rate: share of samples in the model's response "
                  "format; mean length in tokens.", html_table(header, rows))]
     markdown_parts = [markdown(header, rows)]
-    change_header, changes = change_rows(args.eval_root, args.stages)
+    change_header, changes = change_rows(evals)
     if changes:
         sections.append(("Changes between stages", "pass@1 of each model against the model it follows, on the "
                          "same prompts; the paired standard error is the spread of the per-prompt differences "
@@ -323,10 +309,10 @@ def main(argv=None):
     for directory in args.trained:
         png = stage_curves(directory)
         if png:
-            sections.append((f"Training curves: {display_name(directory.name)}", explanation,
+            sections.append((f"Training curves: {label_of(directory.name)}", explanation,
                              embedded_png(png, f"{directory.name} curves")))
             explanation = ""  # said once, above the first
-    sample_header, samples = sample_rows(args.eval_root, args.stages)
+    sample_header, samples = sample_rows(evals)
     if samples:
         sections.append(("Sampled completions", f"The first sample of the first {SAMPLES_PER_MODEL} prompts of each "
                          "model's first evaluation set, as generated (temperature 0.6).",
@@ -343,11 +329,11 @@ def main(argv=None):
                          html_table(rm_header, rm_rows)))
         markdown_parts.append(markdown(rm_header, rm_rows))
 
-    inputs = {stage: str(args.eval_root / stage / "manifest.json") for stage in args.stages}
+    inputs = {stage: str(directory / "manifest.json") for stage, directory in evals.items()}
     with staged_output(args.output_dir, "report", vars(args), inputs) as (scratch, headline):
         (scratch / "scores.json").write_text(json.dumps(scores, indent=2) + "\n")
         (scratch / "table.md").write_text("\n".join(markdown_parts))
-        (scratch / "report.html").write_text(html_page(args.title, run_identity(args.eval_root, args.stages),
+        (scratch / "report.html").write_text(html_page(args.title, run_identity(evals),
                                                        sections))
         headline["models"] = len(rows)
     show(args.output_dir)

@@ -7,12 +7,11 @@ import pyarrow.parquet as pq
 
 from stages.artifacts import MIXTURE
 from stages.data.schema import SCHEMAS
+from stages.recipe import BROUGHT
 
-# What each stage's artifact is: a causal LM, a reward model (sequence classifier), or the SFT mixture.
-POLICY_STAGES = ("r1_zero", "cold_start_sft", "reasoning_rl", "mixture_sft", "final_rl")
-REWARD_MODEL_STAGES = ("reward_model_helpful", "reward_model_harmless")
-DATA_STAGES = {"mixture": MIXTURE}
-STAGES = POLICY_STAGES + REWARD_MODEL_STAGES + tuple(DATA_STAGES)
+# What each artifact that can be brought is (stages.recipe): a causal LM, a reward model (sequence
+# classifier), or the SFT mixture, whose table is this file.
+DATA_FILES = {"mixture": MIXTURE}
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 
@@ -53,13 +52,13 @@ def data_problems(path: Path, filename: str) -> list[str]:
 
 def artifact_problems(stage: str, path: str) -> list[str]:
     """Everything wrong with `path` as stage `stage`'s output; empty when it can stand in for it."""
-    if stage not in STAGES:
-        return [f"start_from.{stage}: not a stage that can be brought (one of {list(STAGES)})"]
+    if stage not in BROUGHT:
+        return [f"start_from.{stage}: not a stage that can be brought (one of {list(BROUGHT)})"]
     directory = Path(path)
     if not directory.is_dir():
         return [f"start_from.{stage}: {path} is not a directory"]
-    if stage in DATA_STAGES:
-        problems = data_problems(directory, DATA_STAGES[stage])
+    if BROUGHT[stage] == "mixture":
+        problems = data_problems(directory, DATA_FILES[stage])
     else:
-        problems = model_problems(directory, reward_model=stage in REWARD_MODEL_STAGES)
+        problems = model_problems(directory, reward_model=BROUGHT[stage] == "reward_model")
     return [f"start_from.{stage}: {path}: {problem}" for problem in problems]

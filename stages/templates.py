@@ -16,18 +16,10 @@ CODE_INSTRUCTION = "Please reason step by step, and put your final program in a 
 INSTRUCTIONS = {"math": MATH_INSTRUCTION, "code": CODE_INSTRUCTION}
 THINK_TAGS = ("<think>", "</think>", "<answer>", "</answer>")
 
-# How each stage's model is prompted: the paper prompts the base model and R1-Zero with the raw
-# template; every model after cold-start SFT speaks the chat format.
-RAW_TEMPLATE_STAGES = ("base", "r1_zero")
-
 
 # Generation stops right after these strings (kept in the completion). R1-Zero reproductions stop
 # at </answer>: a base model otherwise keeps going, e.g. copying the template's own tags.
 STOP_STRINGS = {"r1_zero": ("</answer>",), "chat": ()}
-
-
-def template_for_stage(stage: str) -> str:
-    return "r1_zero" if stage in RAW_TEMPLATE_STAGES else "chat"
 
 
 def r1_zero_template() -> str:

@@ -25,10 +25,12 @@ def write_samples(directory, correct_by_prompt):
 
 
 def test_each_model_is_compared_with_the_model_it_follows_when_both_were_evaluated(tmp_path):
-    write_samples(tmp_path / "base", {"p1": [False, False], "p2": [True, False]})
-    write_samples(tmp_path / "r1_zero", {"p1": [True, False], "p2": [True, True]})
-    write_samples(tmp_path / "reasoning_rl", {"p1": [True, True], "p2": [True, True]})
-    header, rows = change_rows(tmp_path, ["base", "r1_zero", "reasoning_rl"])
+    # the evaluations are found where the rule says they are (NAME=DIR), whatever the folders are called
+    evals = {"base": tmp_path / "a", "r1_zero": tmp_path / "b" / "c", "reasoning_rl": tmp_path / "d"}
+    write_samples(evals["base"], {"p1": [False, False], "p2": [True, False]})
+    write_samples(evals["r1_zero"], {"p1": [True, False], "p2": [True, True]})
+    write_samples(evals["reasoning_rl"], {"p1": [True, True], "p2": [True, True]})
+    header, rows = change_rows(evals)
     assert len(header) == len(rows[0])
     assert rows == [["R1-Zero vs Base", "math", "0.250", "0.750", "+0.500", "0.000", "–"]]
 

@@ -94,7 +94,7 @@ def test_the_rejection_filters_and_judge_sections_are_the_rejection_stage_s_flag
 def test_data_and_pre_training_sections_are_their_stage_s_flags(path, config_class, wired):
     if config_class is None:
         from stages.base_model import BaseModelConfig as config_class
-        wired = {"corpus", "output_dir", "work_dir", "seed"}
+        wired = {"corpus", "output_dir", "work_dir", "stage", "seed"}
     flags = {f.name for f in fields(config_class)}
     assert flags - wired == set(schema_node(path)["properties"])
 

@@ -53,7 +53,7 @@ def test_pretraining_wrote_curve_and_manifest(tiny_model_dir):
     import json
 
     manifest = json.loads((tiny_model_dir / "manifest.json").read_text())
-    assert manifest["stage"] == "base_model"
+    assert manifest["stage"] == "base"
     assert manifest["inputs"]["corpus"]["sha256"]
     assert manifest["metrics"]["parameters"] > 0
     losses = [json.loads(line)["loss"] for line in (tiny_model_dir / "metrics.jsonl").open() if '"loss"' in line]

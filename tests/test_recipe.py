@@ -1,0 +1,62 @@
+"""The stage table (stages/recipe.py) is the one list of stages: the schema's stage lists, the rules and
+the modules agree with it, and names of outputs resolve to their stage."""
+
+import importlib.util
+import re
+
+import pytest
+import yaml
+
+from stages.config_checks import SCHEMA
+from stages.recipe import BROUGHT, STAGES, label_of, stage_of, stages_of_kind, template_of
+from stages.templates import TEMPLATES
+from tests.snakemake_helpers import REPO
+
+SCHEMA_TEXT = yaml.safe_load(SCHEMA.read_text())
+RULES = {name for path in (REPO / "rules").glob("*.smk")
+         for name in re.findall(r"^\s*rule (\w+):", path.read_text(), re.M)}
+
+
+def test_start_from_takes_exactly_what_the_recipe_lets_a_user_bring():
+    assert set(SCHEMA_TEXT["properties"]["start_from"]["propertyNames"]["enum"]) == set(BROUGHT)
+    assert BROUGHT["mixture"] == "mixture" and BROUGHT["reward_model_harmless"] == "reward_model"
+
+
+def test_compute_has_a_key_for_each_stage_and_no_other():
+    keys = set(SCHEMA_TEXT["properties"]["compute"]["properties"])
+    assert keys == {stage.compute for stage in STAGES.values()} | {"default", "evaluate"}
+
+
+def test_the_evaluable_models_are_the_recipe_s_policies():
+    (named, pattern) = SCHEMA_TEXT["properties"]["evaluation"]["properties"]["models"]["items"]["anyOf"]
+    single = [stage.output for stage in STAGES.values() if stage.template and "{" not in stage.output]
+    assert set(named["enum"]) == set(single)
+    assert re.fullmatch(pattern["pattern"], STAGES["distill"].output.format(student="small"))
+
+
+def test_each_training_section_is_its_stage_s_kind():
+    properties = SCHEMA_TEXT["properties"]
+    grpo = {name for name, spec in properties.items() if spec.get("$ref") == "#/$defs/grpo"}
+    assert grpo == set(stages_of_kind("grpo"))
+    sft = {name for name, spec in properties.items() if "sft" in spec.get("$ref", "")}
+    assert sft | {"distill"} == set(stages_of_kind("sft"))  # distillation's settings are distillation.sft
+
+
+@pytest.mark.parametrize("name", STAGES)
+def test_every_stage_has_its_rule_module_and_template(name):
+    stage = STAGES[name]
+    assert stage.rule in RULES, f"no rule {stage.rule} in rules/"
+    assert importlib.util.find_spec(stage.module) is not None
+    makes_a_policy = stage.kind in ("pretraining", "grpo", "sft")
+    assert stage.template in TEMPLATES if makes_a_policy else stage.template == ""
+
+
+def test_output_folders_resolve_to_their_stage():
+    assert stage_of("distill_small") == (STAGES["distill"], {"student": "small"})
+    assert label_of("distill_small") == "Distilled small" and label_of("reward_model_helpful") == \
+        "Helpful reward model"
+    assert label_of("student_small") == "Student small (undistilled)" and label_of("my_model") == "my_model"
+    assert template_of("student_small") == template_of("r1_zero") == "r1_zero"
+    assert template_of("final_rl") == template_of("distill_small") == "chat"
+    with pytest.raises(KeyError, match="no stage's output"):
+        stage_of("distill_")
