@@ -179,9 +179,10 @@ def cross_field_errors(config: dict) -> list[str]:
     if "sft" in config.get("base_model", {}):
         errors.append("base_model.sft: per-model SFT settings are for distillation students only")
     for model in config.get("evaluation", {}).get("models", []):
-        if model.startswith("distill_") and model.removeprefix("distill_") not in students:
+        student = model.partition("_")[2] if model.startswith(("distill_", "student_")) else None
+        if student is not None and student not in students:
             errors.append(f"evaluation.models names {model}, but distillation.students has no "
-                          f"'{model.removeprefix('distill_')}' (has {sorted(students)})")
+                          f"'{student}' (has {sorted(students)})")
     return errors + compute_errors(config) + data_errors(config) + trainer_args_errors(config)
 
 

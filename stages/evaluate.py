@@ -89,10 +89,21 @@ def score_set(rows, samples, template: str, k: int, grader: Grader):
     correct = [[next(verdicts) for _ in prompt_answers] for prompt_answers in answers]
     formatted = [[is_well_formatted(s.text, template) for s in prompt_samples[:k]] for prompt_samples in samples]
     lengths = [s.num_tokens for prompt_samples in samples for s in prompt_samples[:k]]
+    pairs = [(c, f) for prompt_correct, prompt_formatted in zip(correct, formatted)
+             for c, f in zip(prompt_correct, prompt_formatted)]
+    well_formed = [c for c, f in pairs if f]
+    levels = sorted({row["level"] for row in rows if row.get("level") is not None})
     scores = {
         "pass_at_1": pass_at_1(correct),
         f"cons_at_{k}": cons_at_k(answers, correct),
+        f"pass_at_{k}": sum(any(c) for c in correct) / len(correct),
         "format_rate": pass_at_1(formatted),
+        # Whether a model got better at answering or only at the format: correctness among the samples
+        # in the response format (None when none is).
+        "accuracy_given_format": sum(well_formed) / len(well_formed) if well_formed else None,
+        "by_level": {str(level): {"num_prompts": len(at_level), "pass_at_1": pass_at_1(at_level)}
+                     for level in levels
+                     for at_level in [[c for row, c in zip(rows, correct) if row.get("level") == level]]},
         "mean_length": sum(lengths) / len(lengths),
         "truncated_rate": sum(not s.finished for p in samples for s in p[:k]) / len(lengths),
         "num_prompts": len(rows),

@@ -53,8 +53,10 @@ STAGES = {stage.name: stage for stage in (
           "reward_model_{kind}", template="", launchable=True, brought_as="reward_model"),
     Stage("final_rl", "R1", "R1 (RL for all scenarios)", "stages.grpo", "grpo", "final_rl",
           compared_with="mixture_sft", launchable=True, brought_as="policy"),
+    # Distillation helps when the student beats its own undistilled self (evaluation.models: student_<name>).
     Stage("distill", "Distilled {student}", "a distilled student ({student}): SFT on the mixture R1's pipeline built",
-          "stages.sft", "sft", "distill_{student}", compared_with="final_rl", launchable=True, rule="distill_student"),
+          "stages.sft", "sft", "distill_{student}", compared_with="student_{student}", launchable=True,
+          rule="distill_student"),
 )}
 REWARD_MODEL_KINDS = ("helpful", "harmless")
 
@@ -106,6 +108,7 @@ def compared_with(output: str) -> str | None:
     """The output the report measures this one's change against (none for a base model or an output
     that is no stage's)."""
     try:
-        return stage_of(output)[0].compared_with or None
+        stage, values = stage_of(output)
     except KeyError:
         return None
+    return stage.compared_with.format(**values) or None

@@ -86,6 +86,26 @@ def paired_change(before: dict[str, float], after: dict[str, float]) -> tuple[fl
             statistics.mean(diffs), se)
 
 
+def level_rows(scores: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
+    """Why a model's pass@1 moved: pass@1 per difficulty level, pass@k (did it solve the prompt at all)
+    and accuracy among its well-formatted samples (answering better, or only formatting better), per
+    evaluation set with levels."""
+    levels = sorted({level for per_set in scores.values() for s in per_set.values()
+                     for level in s.get("by_level", {})}, key=int)
+    header = ["model", "set", "pass@k", "accuracy given format", *(f"level {level} pass@1" for level in levels)]
+    rows = []
+    for stage, per_set in scores.items():
+        for name, s in sorted(per_set.items()):
+            if not s.get("by_level"):
+                continue
+            pass_at_k, given_format = s.get(f"pass_at_{s['k']}"), s.get("accuracy_given_format")
+            rows.append([label_of(stage), name, "–" if pass_at_k is None else f"{pass_at_k:.3f} (k={s['k']})",
+                         "–" if given_format is None else f"{given_format:.3f}",
+                         *(f"{s['by_level'][level]['pass_at_1']:.3f}" if level in s["by_level"] else "–"
+                           for level in levels)])
+    return header, rows
+
+
 def change_rows(evals: dict[str, Path]) -> tuple[list[str], list[list[str]]]:
     """Each model's pass@1 against the model it follows, per evaluation set, where both are evaluated."""
     rows = []
@@ -295,6 +315,13 @@ def main(argv=None):
                          "unlikely to be sampling noise; seed-to-seed noise of the training runs comes on top).",
                          html_table(change_header, changes, strong=noteworthy)))
         markdown_parts.append(markdown(change_header, changes))
+    level_header, levels = level_rows(scores)
+    if levels:
+        sections.append(("Per level", "pass@1 at each difficulty level; pass@k: share of prompts with at least one "
+                         "correct sample among k; accuracy given format: correctness among the samples in the "
+                         "model's response format, which tells a better answer from a better format.",
+                         html_table(level_header, levels)))
+        markdown_parts.append(markdown(level_header, levels))
     if args.trained:
         trained_header, trained = trained_stage_rows(args.trained)
         sections.append(("What each stage did", "Each training stage's start, data, optimizer steps, peak learning "

@@ -50,6 +50,9 @@ def test_score_set_on_hand_made_completions():
     assert scores["format_rate"] == pytest.approx(0.75)
     assert scores["mean_length"] == pytest.approx(42 / 4)
     assert scores["truncated_rate"] == pytest.approx(0.25)
+    assert scores["pass_at_2"] == 1.0  # each prompt has a correct sample
+    assert scores["accuracy_given_format"] == pytest.approx(2 / 3)  # the unformatted "10" is not counted
+    assert scores["by_level"] == {"1": {"num_prompts": 1, "pass_at_1": 0.5}, "2": {"num_prompts": 1, "pass_at_1": 0.5}}
     assert [r["correct"] for r in records] == [True, False, False, True]
 
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from stages.config_checks import SCHEMA
-from stages.recipe import BROUGHT, STAGES, label_of, stage_of, stages_of_kind, template_of
+from stages.recipe import BROUGHT, STAGES, compared_with, label_of, stage_of, stages_of_kind, template_of
 from stages.templates import TEMPLATES
 from tests.snakemake_helpers import REPO
 
@@ -31,7 +31,8 @@ def test_the_evaluable_models_are_the_recipe_s_policies():
     (named, pattern) = SCHEMA_TEXT["properties"]["evaluation"]["properties"]["models"]["items"]["anyOf"]
     single = [stage.output for stage in STAGES.values() if stage.template and "{" not in stage.output]
     assert set(named["enum"]) == set(single)
-    assert re.fullmatch(pattern["pattern"], STAGES["distill"].output.format(student="small"))
+    for name in ("distill", "student"):
+        assert re.fullmatch(pattern["pattern"], STAGES[name].output.format(student="small"))
 
 
 def test_each_training_section_is_its_stage_s_kind():
@@ -58,5 +59,6 @@ def test_output_folders_resolve_to_their_stage():
     assert label_of("student_small") == "Student small (undistilled)" and label_of("my_model") == "my_model"
     assert template_of("student_small") == template_of("r1_zero") == "r1_zero"
     assert template_of("final_rl") == template_of("distill_small") == "chat"
+    assert compared_with("distill_small") == "student_small" and compared_with("base") is None
     with pytest.raises(KeyError, match="no stage's output"):
         stage_of("distill_")

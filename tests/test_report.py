@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from stages.report import change_rows, mixture_rows, paired_change, report_code_digest
+from stages.report import change_rows, level_rows, mixture_rows, paired_change, report_code_digest
 from tests.snakemake_helpers import REPO
 
 
@@ -56,3 +56,15 @@ def test_the_readme_screenshot_shows_the_current_report():
     assert stamp["report_code"] == report_code_digest(), (
         "stages/report.py or stages/plots.py changed since docs/report.png was taken: run `make tiny` and "
         "`make screenshot`, and update the README's table from the same run")
+
+
+def test_per_level_rows_show_why_pass_at_1_moved():
+    scores = {"base": {"math": {"k": 4, "pass_at_4": 0.5, "accuracy_given_format": None,
+                                "by_level": {"1": {"pass_at_1": 0.25}, "10": {"pass_at_1": 0.0}}}},
+              "cold_start_sft": {"math": {"k": 4, "pass_at_4": 0.75, "accuracy_given_format": 0.6,
+                                          "by_level": {"2": {"pass_at_1": 0.5}}},
+                                 "general": {"k": 4}}}  # a set without levels has no row
+    header, rows = level_rows(scores)
+    assert header[2:] == ["pass@k", "accuracy given format", "level 1 pass@1", "level 2 pass@1", "level 10 pass@1"]
+    assert rows == [["Base", "math", "0.500 (k=4)", "–", "0.250", "–", "0.000"],
+                    ["Dev1 (cold-start SFT)", "math", "0.750 (k=4)", "0.600", "–", "0.500", "–"]]

@@ -9,7 +9,7 @@ from tests.snakemake_helpers import FAST, TINY, merged, planned_jobs, snakemake,
 
 EXPECTED_PLAN = {"all": 1, "tiny_data": 1, "base_model": 2, "r1_zero_grpo": 1, "cold_start_sft": 1, "reasoning_rl": 1,
                  "generate_shard": 4, "rejection_sampling": 1, "mixture_sft": 1, "reward_model": 2, "final_rl": 1,
-                 "distill_student": 1, "evaluate": 7, "report": 1}
+                 "distill_student": 1, "evaluate": 8, "report": 1}
 
 
 def test_dry_run_of_the_embedded_tiny_config_lists_the_dag(tmp_path, venv_env):
@@ -26,6 +26,7 @@ def test_dry_run_of_the_embedded_tiny_config_lists_the_dag(tmp_path, venv_env):
     ({"evaluation": {"settings": {"num_samples": 0}}}, ["0 is less than the minimum of 1", "num_samples"]),
     ({"evaluation": {"models": ["base", "dev9"]}}, ["evaluation.models[1]: 'dev9' is not one of ['base', "]),
     ({"evaluation": {"models": ["base", "distill_big"]}}, ["evaluation.models names distill_big"]),
+    ({"evaluation": {"models": ["base", "student_big"]}}, ["evaluation.models names student_big"]),
     ({"evaluation": {"sets": {"model": "eval_math"}}}, ["'model' should not be valid", "sets"]),
     ({"r1_zero": {"reward_weights": [1.0]}}, ["r1_zero.reward_weights has 1 value(s) but r1_zero.rewards names 3"]),
     ({"reasoning_rl": {"num_generations": 3, "questions_per_step": 3, "gradient_accumulation_steps": 2}},
@@ -70,8 +71,9 @@ def test_the_tiny_dag_runs_end_to_end(tmp_path, venv_env):
     config = write_config(tmp_path, merged(TINY, FAST))
     snakemake(tmp_path, config, "all", env=venv_env)
     run = tmp_path / "results" / "tiny"
-    stages = ("base", "r1_zero", "cold_start_sft", "reasoning_rl", "mixture_sft", "final_rl", "distill_small")
-    for stage in ("data", "mixture", "student_small", "reward_model_helpful", "reward_model_harmless", *stages,
+    stages = ("base", "r1_zero", "cold_start_sft", "reasoning_rl", "mixture_sft", "final_rl", "student_small",
+              "distill_small")
+    for stage in ("data", "mixture", "reward_model_helpful", "reward_model_harmless", *stages,
                   *(f"eval/{s}" for s in stages), "report"):
         manifest = json.loads((run / stage / "manifest.json").read_text())
         assert manifest["code_version"] and manifest["packages"]["torch"] == torch.__version__
@@ -92,6 +94,8 @@ def test_the_tiny_dag_runs_end_to_end(tmp_path, venv_env):
     assert page.count("<td>Dev1 (cold-start SFT)</td><td>math</td>") == 2  # sampled completions, with the prompt
     assert f"commit {json.loads((run / 'report' / 'manifest.json').read_text())['code_version']}" in page
     assert "| Dev2 (reasoning RL) vs Dev1 (cold-start SFT) | math |" in table and "Changes between stages" in page
+    assert "| Distilled small vs Student small (undistilled) | math |" in table  # distillation, measured
+    assert "| Dev1 (cold-start SFT) | math |" in table and "level 1 pass@1" in table and "Per level" in page
     scores = json.loads((run / "report" / "scores.json").read_text())
     assert scores["cold_start_sft"]["math"]["k"] == 2 and scores["base"]["math"]["num_prompts"] == 6
     assert scores["final_rl"]["code"]["num_prompts"] == 6 and "| code pass_at_1 |" in table  # the code domain's column
