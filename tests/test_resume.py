@@ -25,7 +25,7 @@ def snakemake_command(directory: Path, config_path: Path) -> list[str]:
 
 def stage_process(directory: Path) -> int | None:
     """The GRPO stage's process among this test's processes (identified by its working directory)."""
-    done = subprocess.run(["pgrep", "-f", "stages.grpo --stage r1_zero"], capture_output=True, text=True)
+    done = subprocess.run(["pgrep", "-f", "stages.grpo .*--stage r1_zero"], capture_output=True, text=True)
     for pid in map(int, done.stdout.split()):
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")

@@ -91,7 +91,8 @@ def test_the_tiny_dag_runs_end_to_end(tmp_path, venv_env):
     assert "| Dev2 (reasoning RL) | Dev1 (cold-start SFT) | 2 prompts x 2 samples a step | 2 |" in table
     assert "| Dev3 (SFT on the mixture) | Base |" in table and \
         "| Distilled small | Student small (undistilled) |" in table
-    assert page.count("<td>Dev1 (cold-start SFT)</td><td>math</td>") == 2  # sampled completions, with the prompt
+    # two sampled completions with their prompts, and the per-level row
+    assert page.count("<td>Dev1 (cold-start SFT)</td><td>math</td>") == 3
     assert f"commit {json.loads((run / 'report' / 'manifest.json').read_text())['code_version']}" in page
     assert "| Dev2 (reasoning RL) vs Dev1 (cold-start SFT) | math |" in table and "Changes between stages" in page
     assert "| Distilled small vs Student small (undistilled) | math |" in table  # distillation, measured
