@@ -16,10 +16,9 @@ from stages.artifacts import staged_output, write_jsonl
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
 from stages.generation import BackendOptions, ProgressLine, SamplingSettings, load_generator
-from stages.rewards.format import is_well_formatted
 from stages.rewards.grading import Grader, gold_problem
 from stages.rewards.verify import as_number, normalize, verify_lanes
-from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt
+from stages.templates import TEMPLATES, response_format
 
 
 @dataclass
@@ -81,13 +80,13 @@ def cons_at_k(answers: list[list[str | None]], correct: list[list[bool]]) -> flo
     return sum(votes) / len(votes)
 
 
-def score_set(rows, samples, template: str, k: int, grader: Grader):
+def score_set(rows, samples, k: int, grader: Grader):
     check_complete(samples, k, [r["id"] for r in rows])
     answers = [[grader.answer(s.text, row) for s in prompt_samples[:k]] for row, prompt_samples in zip(rows, samples)]
     verdicts = iter(grader.grade_many([a for prompt_answers in answers for a in prompt_answers],
                                       [row for row, prompt_answers in zip(rows, answers) for _ in prompt_answers]))
     correct = [[next(verdicts) for _ in prompt_answers] for prompt_answers in answers]
-    formatted = [[is_well_formatted(s.text, template) for s in prompt_samples[:k]] for prompt_samples in samples]
+    formatted = [[grader.format.is_well_formatted(s.text) for s in prompt_samples[:k]] for prompt_samples in samples]
     lengths = [s.num_tokens for prompt_samples in samples for s in prompt_samples[:k]]
     pairs = [(c, f) for prompt_correct, prompt_formatted in zip(correct, formatted)
              for c, f in zip(prompt_correct, prompt_formatted)]
@@ -126,7 +125,7 @@ def main(argv=None):
     generator = load_generator(config.model_path, config.backend, **config.backend_kwargs())
     settings = SamplingSettings(num_samples=config.num_samples, temperature=config.temperature,
                                 top_p=config.top_p, max_new_tokens=config.max_new_tokens, seed=config.seed,
-                                stop_strings=STOP_STRINGS[config.template])
+                                stop_strings=response_format(config.template).stop_strings)
     grader = Grader(config.template, config.verify_timeout_s, lanes=verify_lanes(), code_workers=verify_lanes())
     inputs = {"model": config.model_path, **{f"eval_{n}": p for n, p in eval_sets.items()}}
     if not Path(config.model_path).exists():
@@ -144,10 +143,10 @@ def main(argv=None):
                                  + "; ".join(f"row {i}: {problem}" for i, problem in problems[:10]))
             timeouts_before = grader.verifier.timeouts
             tokenizer = getattr(generator, "tokenizer", None)
-            prompts = [render_prompt(config.template, r["prompt"], tokenizer, r["domain"]) for r in rows]
+            prompts = [grader.format.render(r["prompt"], tokenizer, r["domain"]) for r in rows]
             overlong_before = generator.overlong_prompts
             samples = generator.generate(prompts, settings, on_progress=ProgressLine(name))
-            scores, records = score_set(rows, samples, config.template, config.num_samples, grader)
+            scores, records = score_set(rows, samples, config.num_samples, grader)
             scores["verify_timeouts"] = grader.verifier.timeouts - timeouts_before
             scores["overlong_prompts"] = generator.overlong_prompts - overlong_before  # scored as wrong
             headline[name] = scores

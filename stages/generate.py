@@ -19,7 +19,7 @@ from pathlib import Path
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
 from stages.generation import BackendOptions, SamplingSettings, load_generator
-from stages.templates import STOP_STRINGS, TEMPLATES, render_prompt
+from stages.templates import TEMPLATES, response_format
 from stages.training import progress_is_stale, run_fingerprint, write_stamp
 
 
@@ -104,6 +104,7 @@ def main(argv=None):
     if todo:
         generator = load_generator(config.model_path, config.backend, **config.backend_kwargs())
         tokenizer = getattr(generator, "tokenizer", None)
+        fmt = response_format(config.template)
         for start in range(0, len(todo), config.prompts_per_batch):
             batch = todo[start:start + config.prompts_per_batch]
             # A batch's seed depends on its position and the number done, so a resumed shard does not
@@ -111,8 +112,8 @@ def main(argv=None):
             settings = SamplingSettings(num_samples=config.num_samples, temperature=config.temperature,
                                         top_p=config.top_p, max_new_tokens=config.max_new_tokens,
                                         seed=config.seed * 1_000_003 + config.shard_index * 10_007 + len(done) + start,
-                                        stop_strings=STOP_STRINGS[config.template])
-            prompts = [render_prompt(config.template, row["prompt"], tokenizer, row["domain"]) for row in batch]
+                                        stop_strings=fmt.stop_strings)
+            prompts = [fmt.render(row["prompt"], tokenizer, row["domain"]) for row in batch]
             samples = generator.generate(prompts, settings)
             with open(work_file, "a", encoding="utf-8") as f:
                 for row, prompt_samples in zip(batch, samples):

@@ -24,7 +24,7 @@ from stages.data.schema import read_table
 from stages.plots import plot_training_curves
 from stages.rewards.functions import Accuracy, RewardSettings, build_reward_functions
 from stages.rewards.grading import gold_problem
-from stages.templates import STOP_STRINGS, render_prompt, training_prompt
+from stages.templates import ResponseFormat, response_format
 from stages.tokenizer import split_stop_strings, stop_token_ids
 from stages.training import (
     StopOnSignal,
@@ -40,7 +40,7 @@ from stages.training import (
 )
 
 
-def prompt_dataset(paths: list[str], template: str, max_prompts: int = 0, tokenizer=None,
+def prompt_dataset(paths: list[str], fmt: ResponseFormat, max_prompts: int = 0, tokenizer=None,
                    max_prompt_length: int = 0) -> Dataset:
     """R1-Zero prompts are raw text; chat prompts are conversations TRL renders with the chat template.
     Prompts longer than `max_prompt_length` tokens are dropped (TRL's GRPOConfig has no such limit)."""
@@ -50,8 +50,8 @@ def prompt_dataset(paths: list[str], template: str, max_prompts: int = 0, tokeni
             problem = gold_problem(row)
             if problem:
                 raise ValueError(f"{path}: row {index} (id {row['id']!r}): {problem}")
-            prompt = training_prompt(template, row["prompt"], row["domain"])
-            if max_prompt_length and len(tokenizer(render_prompt(template, row["prompt"], tokenizer, row["domain"]),
+            prompt = fmt.prompt(row["prompt"], row["domain"])
+            if max_prompt_length and len(tokenizer(fmt.render(row["prompt"], tokenizer, row["domain"]),
                                                    add_special_tokens=False).input_ids) > max_prompt_length:
                 continue
             rows.append({"prompt": prompt, "solution": row["solution"] or None, "tests": row.get("tests") or None,
@@ -61,12 +61,12 @@ def prompt_dataset(paths: list[str], template: str, max_prompts: int = 0, tokeni
     return Dataset.from_list(rows[:max_prompts] if max_prompts else rows)
 
 
-def general_prompt_rows(paths: list[str], template: str) -> list[dict]:
+def general_prompt_rows(paths: list[str], fmt: ResponseFormat) -> list[dict]:
     """General prompts have no gold answer: the rule accuracy reward skips them, the reward models score them."""
     rows = []
     for path in paths:
         for row in read_table(path, "general").to_pylist():
-            prompt = training_prompt(template, row["prompt"], row["domain"])
+            prompt = fmt.prompt(row["prompt"], row["domain"])
             rows.append({"prompt": prompt, "solution": None, "tests": None, "id": row["id"], "level": 0})
     if not rows:
         raise ValueError(f"no general prompts in {paths}")
@@ -117,7 +117,7 @@ class StageMetrics(TrainerCallback):
             return
         extra = {}
         if self.accuracy is not None:
-            extra["accuracy/verify_timeouts"] = self.accuracy.verifier.timeouts
+            extra["accuracy/verify_timeouts"] = self.accuracy.grader.verifier.timeouts
         if self.phase_start is not None:
             extra["general_phase"] = int(state.global_step > self.phase_start)
         logs.update(extra)
@@ -125,11 +125,11 @@ class StageMetrics(TrainerCallback):
             state.log_history[-1].update(extra)
 
 
-def stop_settings(tokenizer, template: str, use_vllm: bool) -> tuple[list[int], dict]:
-    """The template's stop strings as extra end-of-sequence ids (one-token strings) and, on vLLM, its
+def stop_settings(tokenizer, fmt: ResponseFormat, use_vllm: bool) -> tuple[list[int], dict]:
+    """The format's stop strings as extra end-of-sequence ids (one-token strings) and, on vLLM, its
     sampling settings: the stop strings that span several tokens, and every stop id (vLLM builds its
     own sampling parameters and would stop only at the tokenizer's eos)."""
-    ids, strings = split_stop_strings(tokenizer, STOP_STRINGS[template])
+    ids, strings = split_stop_strings(tokenizer, fmt.stop_strings)
     if not use_vllm:
         if strings:
             raise ValueError(f"stop strings {strings} span several tokens: only the vLLM backend can stop on them")
@@ -174,7 +174,8 @@ def main(argv=None):
     claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     tokenizer = AutoTokenizer.from_pretrained(config.model_path)
-    extra_stop_ids, vllm_stop = stop_settings(tokenizer, config.template, config.use_vllm)
+    fmt = response_format(config.template)
+    extra_stop_ids, vllm_stop = stop_settings(tokenizer, fmt, config.use_vllm)
     if vllm_stop.get("stop") and config.mask_truncated_completions:
         # TRL calls a completion truncated when its last token is no eos: one that vLLM stopped at a
         # stop string of several tokens would count as truncated, and masking would drop them all.
@@ -189,11 +190,11 @@ def main(argv=None):
                               allow_rlimit_only=config.allow_rlimit_only)
     reward_functions = build_rewards(config, settings)
     accuracy = next((f for f in reward_functions if isinstance(f, Accuracy)), None)
-    dataset = prompt_dataset(config.train_data, config.template, config.max_prompts, tokenizer,
+    dataset = prompt_dataset(config.train_data, fmt, config.max_prompts, tokenizer,
                              config.max_prompt_length)
     phase_start = None
     if config.general_data:
-        general = general_prompt_rows(config.general_data, config.template)
+        general = general_prompt_rows(config.general_data, fmt)
         phase_start = round(config.max_steps * (1 - config.general_phase_fraction))
         dataset = phased_prompts(dataset.to_list(), general, config.max_steps, config.questions_per_step, phase_start,
                                  config.general_share, config.seed)
@@ -227,7 +228,7 @@ def main(argv=None):
                 headline[f"first_{key}"] = sum(values[:window]) / len(values[:window])
                 headline[f"last_{key}"] = sum(values[-window:]) / len(values[-window:])
         headline["train_runtime_s"] = result.metrics.get("train_runtime")
-        headline["verify_timeouts"] = accuracy.verifier.timeouts if accuracy else 0
+        headline["verify_timeouts"] = accuracy.grader.verifier.timeouts if accuracy else 0
     print(f"{config.stage}: {headline}")
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from stages.recipe import description_of, stage_of, template_of
-from stages.templates import MATH_INSTRUCTION
+from stages.templates import MATH_INSTRUCTION, response_format
 
 SETTINGS = ("learning_rate", "num_train_epochs", "max_steps", "per_device_train_batch_size",
             "gradient_accumulation_steps", "questions_per_step", "num_generations", "max_length",
@@ -29,12 +29,10 @@ def how_to_prompt(stage: str, model_dir: str) -> str:
     if kind == "reward_model":
         return ("A sequence-classification model: it scores a whole conversation (the tokenizer's chat template "
                 "applied to prompt and response); a higher score is a preferred response.")
-    if template == "r1_zero":
-        return ("The R1-Zero raw-text template (`data/templates/r1_zero.txt`, no chat template); the answer "
-                "comes as `<think> ... </think> <answer> ... </answer>`. Stop at `</answer>`.")
-    return f"""The tokenizer's chat template, no system prompt, the question followed by the instruction; the
-response is `<think>` reasoning `</think>` and a summary with the answer in `\\boxed{{}}`. The paper samples
-at temperature 0.6, top-p 0.95.
+    fmt = response_format(template)
+    if not fmt.chat_template:
+        return fmt.usage
+    return f"""{fmt.usage}
 
 ```python
 from transformers import AutoModelForCausalLM, AutoTokenizer

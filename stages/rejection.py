@@ -41,11 +41,10 @@ from stages.cli import parse_config, print_config
 from stages.data.schema import SCHEMAS, normalize_prompt, read_table
 from stages.generation import BackendOptions, load_generator
 from stages.judge import Judge, parse_verdict
-from stages.rewards.answers import extract_final_answer, summary_of
-from stages.rewards.format import is_well_formatted
+from stages.rewards.answers import extract_final_answer
 from stages.rewards.grading import Grader
-from stages.rewards.language import reasoning_of, target_language_share
-from stages.templates import chat_messages
+from stages.rewards.language import target_language_share
+from stages.templates import chat_messages, reasoning_of, response_format, summary_of
 
 NON_REASONING = "general"  # the target name of the non-reasoning share
 SHARD_FIELDS = ("id", "sample", "prompt", "solution", "domain", "completion")
@@ -143,7 +142,7 @@ class Filters:
             (correct,) = self.grader.grade_many([self.grader.answer(text, row)], [row])
             if not correct:
                 return "incorrect"
-        if not is_well_formatted(text, config.template):
+        if not self.grader.format.is_well_formatted(text):
             return "bad_format"
         reasoning = reasoning_of(text)
         if target_language_share(reasoning, config.language) < config.min_language_share:
@@ -469,6 +468,7 @@ def judge_candidates(config: RejectionConfig, candidates: Candidates) -> dict:
     if todo:
         generator = load_generator(config.judge_model, config.judge_backend, **config.judge_options().backend_kwargs())
         judge = Judge(generator, config.judge_max_new_tokens, config.seed)
+        fmt = response_format(config.template)
         started = time.time()
         with open(log_path, "a", encoding="utf-8") as log:
             for start in range(0, len(todo), config.judge_batch_size):
@@ -476,7 +476,7 @@ def judge_candidates(config: RejectionConfig, candidates: Candidates) -> dict:
                 rows = candidates.read(config.shards, batch)
                 replies = judge.replies(
                     [rows[i]["prompt"] for i in batch], [str(rows[i]["solution"]) for i in batch],
-                    [extract_final_answer(rows[i]["completion"], config.template) or summary_of(rows[i]["completion"])
+                    [extract_final_answer(rows[i]["completion"], fmt) or summary_of(rows[i]["completion"])
                      for i in batch])
                 for i, reply in zip(batch, replies):
                     record = {"place": place(i), "verdict": parse_verdict(reply), "reply": reply[:200]}

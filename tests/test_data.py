@@ -13,6 +13,7 @@ from stages.data.programs import make_code_problem
 from stages.data.schema import FILES, SCHEMAS, normalize_prompt, parse_tests, read_table
 from stages.data.tiny import TinyDataConfig, generate, held_out_overlaps
 from stages.rewards.code import extract_program, same_output
+from stages.templates import CHAT
 from stages.tokenizer import chat_template_renderer
 from tests.conftest import SMALL_DATA
 
@@ -137,7 +138,7 @@ def test_cold_start_conversations_end_with_a_think_summary_answer_boxed_or_a_pro
             assert "\\boxed{" in assistant["content"]
         else:
             assert "```python" in user["content"]  # the code instruction
-            assert extract_program(assistant["content"], "chat")
+            assert extract_program(assistant["content"], CHAT)
 
 
 def test_parquet_files_have_their_documented_schema(small_data_dir):

@@ -43,7 +43,7 @@ def test_score_set_on_hand_made_completions():
                [Sample("The answer is 10.", 6, True),
                 Sample("<think> 5 + 5 = 10. </think> <answer> 10 </answer>", 14, False)]]
     grader = Grader("r1_zero")
-    scores, records = score_set(rows, samples, "r1_zero", 2, grader)
+    scores, records = score_set(rows, samples, 2, grader)
     grader.close()
     assert scores["pass_at_1"] == pytest.approx((0.5 + 0.5) / 2)
     assert scores["cons_at_2"] == pytest.approx(1.0)  # ties resolve to the first sample: 4 and 10
@@ -67,7 +67,7 @@ def test_code_rows_are_graded_by_running_their_program():
                [Sample("<think>\n2 + 2 = 4\n</think>\n\n\\boxed{4}", 9, True)] * 2]
     grader = Grader("chat")
     try:
-        scores, records = score_set(rows, samples, "chat", 2, grader)
+        scores, records = score_set(rows, samples, 2, grader)
     finally:
         grader.close()
     assert [r["correct"] for r in records] == [True, False, True, True]

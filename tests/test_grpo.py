@@ -10,6 +10,7 @@ from stages import grpo
 from stages.configs import GRPOStageConfig
 from stages.grpo import prompt_dataset, stop_settings
 from stages.rewards.sandbox import isolation_problem
+from stages.templates import CHAT, R1_ZERO
 
 CURVE_KEYS = ("reward", "rewards/accuracy/mean", "rewards/format/mean", "completions/mean_length", "kl",
               "clip_ratio/region_mean", "frac_reward_zero_std", "accuracy/verify_timeouts")
@@ -61,7 +62,7 @@ def test_code_rows_train_beside_math_rows_with_the_code_reward(tiny_model_dir, t
     data = tmp_path / "rl.parquet"
     pq.write_table(pa.Table.from_pylist([dict(row, level=1, domain="code" if row["tests"] else "math",
                                               worked_solution="") for row in rows]), data)
-    dataset = prompt_dataset([str(data)], "chat")
+    dataset = prompt_dataset([str(data)], CHAT)
     assert dataset["tests"] == [tests, None] and dataset["solution"] == [None, "4"]
     out = tmp_path / "dev2"
     grpo.main(["--stage", "reasoning_rl", "--template", "chat", "--model_path", str(tiny_model_dir),
@@ -86,9 +87,9 @@ def test_reward_weights_must_match_rewards():
 
 
 def test_prompts_per_template(small_data_dir):
-    raw = prompt_dataset([str(small_data_dir / "rl_prompts.parquet")], "r1_zero", max_prompts=3)
+    raw = prompt_dataset([str(small_data_dir / "rl_prompts.parquet")], R1_ZERO, max_prompts=3)
     assert len(raw) == 3 and raw[0]["prompt"].startswith("A conversation between User and Assistant.")
-    chat = prompt_dataset([str(small_data_dir / "rl_prompts.parquet")], "chat", max_prompts=2)
+    chat = prompt_dataset([str(small_data_dir / "rl_prompts.parquet")], CHAT, max_prompts=2)
     assert chat[0]["prompt"][0]["role"] == "user" and "\\boxed{}" in chat[0]["prompt"][0]["content"]
     assert chat[0]["solution"] == raw[0]["solution"]
 
@@ -96,21 +97,21 @@ def test_prompts_per_template(small_data_dir):
 def test_prompts_over_the_length_limit_are_dropped(small_data_dir, tiny_model_dir):
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     path = [str(small_data_dir / "rl_prompts.parquet")]
-    everything = prompt_dataset(path, "chat", tokenizer=tokenizer)
+    everything = prompt_dataset(path, CHAT, tokenizer=tokenizer)
     lengths = sorted(len(tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True)["input_ids"])
                      for row in everything)
     limit = lengths[len(lengths) // 2]
-    kept = prompt_dataset(path, "chat", tokenizer=tokenizer, max_prompt_length=limit)
+    kept = prompt_dataset(path, CHAT, tokenizer=tokenizer, max_prompt_length=limit)
     assert len(kept) == sum(n <= limit for n in lengths) < len(everything)
     with pytest.raises(ValueError, match="fits max_prompt_length=1"):
-        prompt_dataset(path, "chat", tokenizer=tokenizer, max_prompt_length=1)
+        prompt_dataset(path, CHAT, tokenizer=tokenizer, max_prompt_length=1)
 
 
 def test_r1_zero_stops_at_the_answer_tag(tiny_model_dir):
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    ids, vllm_stop = stop_settings(tokenizer, "r1_zero", use_vllm=False)
+    ids, vllm_stop = stop_settings(tokenizer, R1_ZERO, use_vllm=False)
     assert ids == [tokenizer.convert_tokens_to_ids("</answer>")] and vllm_stop == {}
-    assert stop_settings(tokenizer, "chat", use_vllm=False) == ([], {})
+    assert stop_settings(tokenizer, CHAT, use_vllm=False) == ([], {})
 
 
 def test_final_rl_routes_rewards_and_starts_the_general_phase_on_schedule(tiny_model_dir, small_data_dir,

@@ -94,6 +94,6 @@ def test_every_reward_survives_ten_thousand_generated_completions(fuzz):
             slowest[function.__name__] = max(slowest[function.__name__], elapsed)
             assert elapsed < TIME_LIMIT_S, (function.__name__, text[:80])
             assert score is None or (isinstance(score, float) and math.isfinite(score)), (function.__name__, score)
-    verifiers = [f.verifier for fs in functions.values() for f in fs if f.__name__ == "accuracy"]
+    verifiers = [f.grader.verifier for fs in functions.values() for f in fs if f.__name__ == "accuracy"]
     print(f"slowest call per reward (s): {slowest}; symbolic checks {sum(v.symbolic_calls for v in verifiers)}, "
           f"timeouts {sum(v.timeouts for v in verifiers)}, worker deaths {sum(v.worker_deaths for v in verifiers)}")

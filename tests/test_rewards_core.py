@@ -3,9 +3,12 @@ import time
 import pytest
 
 from stages.latex import last_boxed
-from stages.rewards.answers import extract_final_answer, summary_of
-from stages.rewards.format import is_r1_zero_format, is_think_summary_format
+from stages.rewards.answers import extract_final_answer
+from stages.rewards.code import extract_program
+from stages.rewards.functions import RewardSettings, build_reward_functions
+from stages.rewards.grading import Grader
 from stages.rewards.verify import AnswerVerifier, fast_verdict
+from stages.templates import CHAT, FORMATS, R1_ZERO, response_format, summary_of
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -21,11 +24,11 @@ def test_last_boxed(text, expected):
 
 
 def test_final_answer_per_template():
-    assert extract_final_answer("<think> 2 + 2 = 4. </think> <answer> 4 </answer>", "r1_zero") == "4"
-    assert extract_final_answer("<think>\\boxed{5}</think>\n\nThe answer is \\boxed{4}.", "chat") == "4"
+    assert extract_final_answer("<think> 2 + 2 = 4. </think> <answer> 4 </answer>", R1_ZERO) == "4"
+    assert extract_final_answer("<think>\\boxed{5}</think>\n\nThe answer is \\boxed{4}.", CHAT) == "4"
     # A boxed answer inside the reasoning is not the final answer.
-    assert extract_final_answer("<think>\\boxed{5}</think>\n\nThe answer is 4.", "chat") is None
-    assert extract_final_answer("<answer></answer>", "r1_zero") is None
+    assert extract_final_answer("<think>\\boxed{5}</think>\n\nThe answer is 4.", CHAT) is None
+    assert extract_final_answer("<answer></answer>", R1_ZERO) is None
     assert summary_of("<think>a</think>rest") == "rest"
 
 
@@ -37,7 +40,7 @@ def test_final_answer_per_template():
     ("<think>x</think> <answer>3 or 5</answer>", "r1_zero", "3 or 5"),
 ])
 def test_what_real_models_write_hedges(completion, template, answer):
-    assert extract_final_answer(completion, template) == answer
+    assert extract_final_answer(completion, FORMATS[template]) == answer
 
 
 @pytest.mark.parametrize("completion, ok", [
@@ -48,7 +51,7 @@ def test_what_real_models_write_hedges(completion, template, answer):
     ("<answer> 4 </answer> <think> a </think>", False),
 ])
 def test_r1_zero_format(completion, ok):
-    assert is_r1_zero_format(completion) is ok
+    assert R1_ZERO.is_well_formatted(completion) is ok
 
 
 @pytest.mark.parametrize("completion, ok", [
@@ -59,7 +62,7 @@ def test_r1_zero_format(completion, ok):
     ("<think>a</think> <answer>4</answer>", False),
 ])
 def test_think_summary_format(completion, ok):
-    assert is_think_summary_format(completion) is ok
+    assert CHAT.is_well_formatted(completion) is ok
 
 
 @pytest.mark.parametrize("pred, gold, verdict", [
@@ -139,3 +142,41 @@ def test_lists_and_decimal_commas_are_not_thousands_through_the_whole_verifier()
                                      ("32, 349", "32, 349")]) == [False, False, True, True]
     finally:
         verifier.close()
+
+
+@pytest.mark.parametrize("fmt", [R1_ZERO, CHAT], ids=lambda fmt: fmt.name)
+def test_a_format_accepts_the_completions_it_builds(fmt):
+    """The tiny data's completions and the rewards' checks come from one object per format."""
+    math = fmt.math_completion(["2 + 3 = 5", "5 * 4 = 20"], 20)
+    assert fmt.is_well_formatted(math) and fmt.tag_score(math) == 1.0
+    assert extract_final_answer(math, fmt) == "20"
+    code = fmt.code_completion(["read two numbers", "print their sum"], "print(sum(map(int, input().split())))")
+    assert fmt.is_well_formatted(code)
+    assert extract_program(code, fmt) == "print(sum(map(int, input().split())))\n"
+    other = CHAT if fmt is R1_ZERO else R1_ZERO
+    assert not other.is_well_formatted(math) and other.tag_score(math) < 1.0
+    assert response_format(fmt.name) is fmt and response_format(fmt) is fmt
+    with pytest.raises(ValueError, match="unknown prompt template 'r1'"):
+        response_format("r1")
+
+
+def test_the_rewards_and_the_grader_are_one_judge():
+    """GRPO's accuracy reward and rejection sampling / evaluation's grader give the same verdicts: the
+    rewards are built on the grader, and accuracy and code share one."""
+    accuracy, code = build_reward_functions(["accuracy", "code"], RewardSettings(template="chat"))
+    assert accuracy.grader is code.grader
+    completions = ["<think>x</think>\n\n\\boxed{4}", "<think>x</think>\n\n\\boxed{5}",
+                   "<think>\\boxed{4}</think>\n\n4", "<think>x</think>\n\n\\boxed{1/2}"]
+    rows = [{"solution": "4"}, {"solution": "4"}, {"solution": "4"}, {"solution": "0.5"}]
+    grader = Grader(CHAT)
+    try:
+        verdicts = grader.grade_many([grader.answer(c, row) for c, row in zip(completions, rows)], rows)
+        scores = accuracy(completions=completions, solution=[row["solution"] for row in rows])
+        assert verdicts == [True, False, False, True]
+        assert scores == [float(v) for v in verdicts]
+        # Rows of another domain are not the accuracy reward's: None, which TRL skips.
+        assert accuracy(completions=completions[:2], solution=[None, ""]) == [None, None]
+        assert code(completions=completions[:1], solution=["4"]) == [None]
+    finally:
+        grader.close()
+        accuracy.grader.close()

@@ -18,6 +18,7 @@ from stages.data.schema import parse_tests
 from stages.rewards.code import extract_program
 from stages.rewards.functions import RewardSettings, build_reward_functions
 from stages.rewards.sandbox import Sandbox, SandboxLimits, SandboxUnavailable, isolation_problem
+from stages.templates import CHAT, R1_ZERO
 
 REPO = Path(__file__).resolve().parent.parent
 ADD = [{"input": "2 3\n", "output": "5\n"}, {"input": "10 -4\n", "output": "6\n"}]
@@ -30,7 +31,7 @@ def code_reward():
         pytest.skip(problem)
     (reward,) = build_reward_functions(["code"], RewardSettings(template="chat", code_timeout_s=3.0))
     yield reward
-    reward.verifier.close()
+    reward.grader.close()
 
 
 def answer(program: str) -> str:
@@ -77,15 +78,15 @@ def test_fraction_scoring_counts_cases():
     try:
         assert score(reward, "print(5)") == 0.5
     finally:
-        reward.verifier.close()
+        reward.grader.close()
 
 
 def test_the_program_is_the_last_python_block_of_the_summary_not_the_reasoning():
     text = "<think>\n```python\nprint('draft')\n```\n</think>\n\n```python\nprint(1)\n```\n```python\nprint(2)\n```"
-    assert extract_program(text, "chat") == "print(2)\n"
-    assert extract_program("<think>\n```python\nprint(1)\n```\n</think>\n\nno code", "chat") is None
-    assert extract_program("<think> x </think> <answer> ```py\nprint(3)\n``` </answer>", "r1_zero") == "print(3)\n"
-    assert extract_program("```js\nconsole.log(1)\n```", "chat") is None
+    assert extract_program(text, CHAT) == "print(2)\n"
+    assert extract_program("<think>\n```python\nprint(1)\n```\n</think>\n\nno code", CHAT) is None
+    assert extract_program("<think> x </think> <answer> ```py\nprint(3)\n``` </answer>", R1_ZERO) == "print(3)\n"
+    assert extract_program("```js\nconsole.log(1)\n```", CHAT) is None
 
 
 def test_malformed_tests_are_named():
@@ -111,9 +112,9 @@ def test_exiting_before_the_asserts_does_not_pass_them(code_reward):
 
 
 def test_pass_all_runs_a_rows_asserts_together_and_its_stdin_cases_apart(code_reward):
-    runs = []
-    run = code_reward.verifier.sandbox.run
-    code_reward.verifier.sandbox.run = lambda program, stdin="": runs.append((program, stdin)) or run(program, stdin)
+    runs, sandbox = [], code_reward.grader.code.sandbox
+    run = sandbox.run
+    sandbox.run = lambda program, stdin="": runs.append((program, stdin)) or run(program, stdin)
     try:
         cases = [{"assert": f"assert add({i}, 1) == {i + 1}"} for i in range(3)]
         assert score(code_reward, "def add(a, b):\n    return a + b", cases) == 1.0
@@ -122,19 +123,19 @@ def test_pass_all_runs_a_rows_asserts_together_and_its_stdin_cases_apart(code_re
         assert score(code_reward, "a, b = map(int, input().split())\nprint(a + b)") == 1.0
         assert sorted(stdin for _, stdin in runs) == sorted(case["input"] for case in ADD)
     finally:
-        code_reward.verifier.sandbox.run = run
+        sandbox.run = run
 
 
 def test_a_program_repeated_in_a_batch_runs_once_per_case(code_reward):
-    runs = []
-    run = code_reward.verifier.sandbox.run
-    code_reward.verifier.sandbox.run = lambda program, stdin="": runs.append((program, stdin)) or run(program, stdin)
+    runs, sandbox = [], code_reward.grader.code.sandbox
+    run = sandbox.run
+    sandbox.run = lambda program, stdin="": runs.append((program, stdin)) or run(program, stdin)
     try:
         adder = answer("a, b = map(int, input().split())\nprint(a + b)")
         other = [{"input": "1 1\n", "output": "3\n"}]  # same program, another row's cases: scored on its own
         scores = code_reward(completions=[adder] * 8 + [adder], tests=[json.dumps(ADD)] * 8 + [json.dumps(other)])
     finally:
-        code_reward.verifier.sandbox.run = run
+        sandbox.run = run
     assert scores == [1.0] * 8 + [0.0]
     assert sorted(stdin for _, stdin in runs) == ["1 1\n", "10 -4\n", "2 3\n"]
 
@@ -164,10 +165,10 @@ def test_the_project_and_home_directories_are_invisible(code_reward, tmp_path):
         for path in (REPO / "README.md", secret, Path("/etc/shadow"), Path("/root")):
             program = f"import os\nprint(open({str(path)!r}).read() if os.path.isfile({str(path)!r}) else " \
                       f"os.listdir({str(path)!r}))"
-            result = code_reward.verifier.sandbox.run(program)
+            result = code_reward.grader.code.sandbox.run(program)
             assert not result.ok and "TOKEN-123" not in result.stdout and "r1-pipeline" not in result.stdout, path
         os.environ["R1_SANDBOX_TEST_TOKEN"] = "TOKEN-456"  # a credential in the reward's environment
-        env = code_reward.verifier.sandbox.run("import os\nprint(sorted(os.environ.items()))")
+        env = code_reward.grader.code.sandbox.run("import os\nprint(sorted(os.environ.items()))")
         assert env.ok and "TOKEN-456" not in env.stdout
         assert {name for name, _ in eval(env.stdout)} <= {"PATH", "HOME", "LANG", "PWD"}
     finally:
@@ -199,21 +200,21 @@ def test_fork_bomb_is_contained_and_cleaned_up(code_reward):
 
 
 def test_memory_bomb_fails_inside_its_limit(code_reward):
-    result = code_reward.verifier.sandbox.run("x = bytearray(8 << 30)\nprint('allocated')")
+    result = code_reward.grader.code.sandbox.run("x = bytearray(8 << 30)\nprint('allocated')")
     assert not result.ok and "allocated" not in result.stdout and "MemoryError" in result.stderr
 
 
 def test_infinite_loop_and_sleep_are_killed_at_the_deadline(code_reward):
     for program in ("while True:\n    pass", "import time\ntime.sleep(60)"):
         started = time.monotonic()
-        result = code_reward.verifier.sandbox.run(program)
+        result = code_reward.grader.code.sandbox.run(program)
         assert result.timed_out or result.exit_code != 0
         assert time.monotonic() - started < 3.0 + 1.0
 
 
 def test_output_flood_is_cut(code_reward):
     started = time.monotonic()
-    result = code_reward.verifier.sandbox.run("while True:\n    print('x' * 10000)")
+    result = code_reward.grader.code.sandbox.run("while True:\n    print('x' * 10000)")
     assert result.output_cut and not result.ok
     assert len(result.stdout) + len(result.stderr) <= SandboxLimits().max_output_bytes
     assert time.monotonic() - started < 3.0 + 1.0
@@ -225,7 +226,7 @@ def test_killing_the_parent_or_everything_reaches_nothing_outside(code_reward):
         program = ("import os, signal\n"
                    "for pid in (os.getppid(), 1, -1, " + str(victim.pid) + ", " + str(os.getpid()) + "):\n"
                    "    try:\n        os.kill(pid, signal.SIGKILL)\n    except OSError:\n        pass\nprint(5)")
-        code_reward.verifier.sandbox.run(program)
+        code_reward.grader.code.sandbox.run(program)
         assert victim.poll() is None  # the host process it named is alive, and so are we
     finally:
         victim.kill()
@@ -236,7 +237,7 @@ def test_background_processes_do_not_outlive_the_run(code_reward):
                "subprocess.Popen(['/usr/bin/python3', '-c', 'import time; time.sleep(300)', 'r1-sandbox-marker'],\n"
                "                 start_new_session=True)\n"
                "if os.fork() == 0:\n    os.setsid()\n    time.sleep(300)\nprint(5)")
-    code_reward.verifier.sandbox.run(program)
+    code_reward.grader.code.sandbox.run(program)
     assert no_sandbox_processes_remain()
 
 
@@ -247,7 +248,7 @@ def test_ctypes_calls_to_libc_are_contained_too(code_reward, tmp_path):
                f"libc.system(b'echo pwned > {target}')\n"
                "libc.kill(-1, 9)\n"
                "print(libc.getuid())")
-    result = code_reward.verifier.sandbox.run(program)
+    result = code_reward.grader.code.sandbox.run(program)
     assert target.read_text() == "original"
     if os.geteuid() == 0:  # its own unprivileged uid, not root
         assert result.stdout.strip() not in ("", "0") or not result.ok

@@ -12,6 +12,7 @@ from stages import sft
 from stages.generation import SamplingSettings
 from stages.generation.vllm_backend import sampling_params, token_prompts
 from stages.grpo import stop_settings
+from stages.templates import CHAT, R1_ZERO
 from stages.tokenizer import END_OF_TEXT, IM_END, stop_token_ids
 
 
@@ -31,7 +32,7 @@ def test_vllm_sampling_and_grpo_on_vllm_pass_the_stop_ids(qwen_style_model_dir):
                              tokenizer)
     assert set(params["stop_token_ids"]) == end_ids(tokenizer)
     assert params["stop"] == ["</answer>"] and params["n"] == 4 and params["max_tokens"] == 32
-    _, vllm_stop = stop_settings(tokenizer, "chat", use_vllm=True)
+    _, vllm_stop = stop_settings(tokenizer, CHAT, use_vllm=True)
     assert set(vllm_stop["stop_token_ids"]) == end_ids(tokenizer)
 
 
@@ -71,7 +72,7 @@ def test_r1_zero_on_vllm_refuses_masking_completions_that_stopped_at_a_multi_tok
 
     tokenizer = multi_token_tags_tokenizer(tmp_path / "model")
     assert len(tokenizer("</answer>", add_special_tokens=False).input_ids) > 1
-    ids, vllm_stop = stop_settings(tokenizer, "r1_zero", use_vllm=True)
+    ids, vllm_stop = stop_settings(tokenizer, R1_ZERO, use_vllm=True)
     assert ids == [] and vllm_stop["stop"] == ["</answer>"] and vllm_stop["include_stop_str_in_output"]
     with pytest.raises(ValueError, match=r"mask_truncated_completions: .* span several tokens"):
         grpo.main(["--stage", "r1_zero", "--template", "r1_zero", "--model_path", str(tmp_path / "model"),

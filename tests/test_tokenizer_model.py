@@ -1,7 +1,7 @@
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from stages.templates import THINK_TAGS, r1_zero_prompt, render_prompt
+from stages.templates import CHAT, R1_ZERO, THINK_TAGS
 from stages.tokenizer import CHAT_TEMPLATE, chat_template_renderer, stop_token_ids
 
 TEXT = "<think> 12 + 7 = 19. 19 加 3 等于 22. </think> <answer> 22 </answer>"
@@ -27,12 +27,12 @@ def test_chat_template_matches_the_renderer_used_for_the_corpus(tiny_model_dir):
     messages = [{"role": "user", "content": "Hi?"}, {"role": "assistant", "content": "Hello."}]
     assert tokenizer.chat_template == CHAT_TEMPLATE
     assert tokenizer.apply_chat_template(messages, tokenize=False) == chat_template_renderer()(messages)
-    prompt = render_prompt("chat", "What is 2 + 2?", tokenizer)
+    prompt = CHAT.render("What is 2 + 2?", tokenizer)
     assert prompt.startswith("<|im_start|>user\nWhat is 2 + 2?") and prompt.endswith("<|im_start|>assistant\n")
 
 
 def test_r1_zero_prompt_is_the_papers_template():
-    prompt = r1_zero_prompt("How many?")
+    prompt = R1_ZERO.prompt("How many?")
     assert prompt.startswith("A conversation between User and Assistant.")
     assert prompt.endswith("User: How many? Assistant:")
 

@@ -21,14 +21,7 @@ from stages.data import general, preferences
 from stages.data.arithmetic import make_problem, random_fact
 from stages.data.programs import make_code_problem
 from stages.data.schema import FILES, SCHEMAS, normalize_prompt
-from stages.templates import (
-    chat_messages,
-    code_block,
-    r1_zero_prompt,
-    think_answer_completion,
-    think_code_completion,
-    think_summary_completion,
-)
+from stages.templates import CHAT, R1_ZERO, chat_messages, code_block
 
 CHINESE_OPS = {"+": "加", "-": "减", "*": "乘"}
 
@@ -116,10 +109,10 @@ def _corpus_document(rng, config, problem, instruction, chat) -> str:
     if roll < config.tagged_share:
         if rng.random() < config.mixed_language_share:
             steps = _chinese_steps(rng, problem)
-        return f"{r1_zero_prompt(problem.prompt)} {think_answer_completion(steps, problem.answer)}"
+        return f"{R1_ZERO.prompt(problem.prompt)} {R1_ZERO.math_completion(steps, problem.answer)}"
     roll -= config.tagged_share
     if roll < 0.10:  # the template, answered without tags
-        return f"{r1_zero_prompt(problem.prompt)} The answer is {problem.answer}."
+        return f"{R1_ZERO.prompt(problem.prompt)} The answer is {problem.answer}."
     if roll < 0.45:
         return f"Problem: {problem.prompt}\nSolution: {'. '.join(steps)}. The answer is {problem.answer}."
     if roll < 0.45 + config.drill_share:  # drills: the problem's steps among facts from the whole table
@@ -138,10 +131,10 @@ def _code_document(rng, config, problem, chat) -> str:
     """A code document: the same mixture of forms as the arithmetic ones, the answer being a program."""
     roll, program = rng.random(), code_block(problem.program)
     if roll < config.tagged_share:
-        return f"{r1_zero_prompt(problem.prompt)} {think_answer_completion(problem.steps, program)}"
+        return f"{R1_ZERO.prompt(problem.prompt)} {R1_ZERO.code_completion(problem.steps, problem.program)}"
     roll -= config.tagged_share
     if roll < 0.10:
-        return f"{r1_zero_prompt(problem.prompt)} The program is\n{program}"
+        return f"{R1_ZERO.prompt(problem.prompt)} The program is\n{program}"
     if roll < 0.45:
         return f"Problem: {problem.prompt}\nSolution: {'. '.join(problem.steps)}.\n{program}"
     if roll < 0.60:
@@ -196,7 +189,7 @@ def generate(config: TinyDataConfig, chat_renderer) -> dict[str, list[dict]]:
               for i, p in enumerate(corpus_problems)]
 
     cold_rows = [{"id": f"cold-{i:06d}", "domain": "math", "messages": chat_messages(p.prompt) + [
-        {"role": "assistant", "content": think_summary_completion(p.worked_steps, p.answer)}]}
+        {"role": "assistant", "content": CHAT.math_completion(p.worked_steps, p.answer)}]}
         for i, p in enumerate(cold)]
 
     # The code domain draws from its own stream: the other data sets keep the rows they had without it
@@ -214,7 +207,7 @@ def generate(config: TinyDataConfig, chat_renderer) -> dict[str, list[dict]]:
     rl_rows = _reasoning_rows(rl, "rl") + _code_rows(rl_code, "rlcode")
     code_rng.shuffle(rl_rows)  # generation takes the first `max_prompts`: both domains must be among them
     cold_rows += [{"id": f"coldcode-{i:06d}", "domain": "code", "messages": chat_messages(p.prompt, "code") + [
-        {"role": "assistant", "content": think_code_completion(p.steps, p.program)}]} for i, p in enumerate(cold_code)]
+        {"role": "assistant", "content": CHAT.code_completion(p.steps, p.program)}]} for i, p in enumerate(cold_code)]
     harmless = _preference_rows(rng, preferences.make_harmless_pair, config.num_preference_pairs,
                                 config.preference_eval_share, "harmless")
     # Final-RL general prompts: the general train pool and the harmful requests of the train split.

@@ -3,8 +3,8 @@
 import re
 
 from stages.latex import boxed_answers
+from stages.templates import ResponseFormat
 
-ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 MAX_ANSWER_CHARS = 300  # a final answer longer than this is not an answer (MATH's longest are ~150)
 
 
@@ -17,28 +17,14 @@ def one_answer(answers: list[str]) -> str | None:
     return next(iter(answers), None)
 
 
-def summary_of(completion: str) -> str:
-    """The text after the reasoning block: what a reader sees (and what the helpful RM judges).
-    A reasoning block that never closes leaves no summary."""
-    end = completion.rfind("</think>")
-    if end == -1:
-        return "" if "<think>" in completion else completion
-    return completion[end + len("</think>"):]
-
-
-def extract_final_answer(completion: str, template: str) -> str | None:
-    """r1_zero: the last <answer> block (a \\boxed{} inside it wins); chat: the \\boxed{} answer of
-    the summary. Several different boxed answers are none."""
-    if template == "r1_zero":
-        end = completion.rfind(ANSWER_CLOSE)
-        start = completion.rfind(ANSWER_OPEN, 0, max(end, 0))
-        if end == -1 or start == -1:
-            return None
-        block = completion[start + len(ANSWER_OPEN): end]
-        boxed = boxed_answers(block)
-        answer = one_answer(boxed) if boxed else block
-    else:
-        answer = one_answer(boxed_answers(summary_of(completion)))
+def extract_final_answer(completion: str, fmt: ResponseFormat) -> str | None:
+    """The boxed answer of the format's answer part (r1_zero: the last <answer> block, whose own text
+    is the answer when it boxes nothing; chat: the summary). Several different boxed answers are none."""
+    block = fmt.answer_text(completion)
+    if block is None:
+        return None
+    boxed = boxed_answers(block)
+    answer = one_answer(boxed) if boxed or not fmt.bare_answer else block
     if answer is None:
         return None
     answer = answer.strip()

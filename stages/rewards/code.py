@@ -14,8 +14,8 @@ import re
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 
-from stages.rewards.answers import ANSWER_CLOSE, ANSWER_OPEN, summary_of
 from stages.rewards.sandbox import Sandbox, SandboxLimits
+from stages.templates import ResponseFormat
 
 FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)```", re.S)
 LANGUAGE_TAGS = {"python": {"python", "py", "python3"}}
@@ -32,14 +32,9 @@ def is_code_row(row: dict) -> bool:
     return has_tests(row.get("tests"))
 
 
-def extract_program(completion: str, template: str, language: str = "python") -> str | None:
+def extract_program(completion: str, fmt: ResponseFormat, language: str = "python") -> str | None:
     """The last fenced block tagged with the language in the answer part of the completion."""
-    if template == "r1_zero":
-        start = completion.rfind(ANSWER_OPEN)
-        end = completion.find(ANSWER_CLOSE, start) if start != -1 else -1
-        answer = completion[start + len(ANSWER_OPEN):end] if start != -1 and end != -1 else ""
-    else:
-        answer = summary_of(completion)
+    answer = fmt.answer_text(completion) or ""
     blocks = [code for tag, code in FENCE.findall(answer) if tag.lower() in LANGUAGE_TAGS[language]]
     if not blocks or len(blocks[-1]) > MAX_PROGRAM_CHARS:
         return None

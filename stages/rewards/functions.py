@@ -8,13 +8,12 @@ columns such as `solution` arrive as keyword arguments.
 import os
 from dataclasses import dataclass
 
-from stages.data.schema import parse_tests
-from stages.rewards.answers import extract_final_answer
-from stages.rewards.code import CodeVerifier, extract_program, has_tests
-from stages.rewards.format import TAGS, is_well_formatted
+from stages.rewards.code import is_code_row
+from stages.rewards.grading import Grader, has_solution
 from stages.rewards.language import language_consistency
 from stages.rewards.length import soft_overlong_punishment
-from stages.rewards.verify import AnswerVerifier, verify_lanes
+from stages.rewards.verify import verify_lanes
+from stages.templates import ResponseFormat, response_format
 
 
 @dataclass(frozen=True)
@@ -30,6 +29,12 @@ class RewardSettings:
     allow_rlimit_only: bool = False  # run model code without namespace isolation when bwrap is missing
 
 
+def rows_of(columns: dict, n: int) -> list[dict]:
+    """The dataset columns TRL passes as keyword arguments, as one row per completion."""
+    return [{key: values[i] for key, values in columns.items() if isinstance(values, list) and len(values) > i}
+            for i in range(n)]
+
+
 def completion_text(completion) -> str:
     """TRL passes a string for raw prompts and a list of messages for conversational ones."""
     if isinstance(completion, str):
@@ -42,78 +47,71 @@ class RewardFunction:
         self.__name__ = name  # TRL logs rewards/<name>/mean
         self.settings = settings
 
+    @property
+    def format(self) -> ResponseFormat:
+        return response_format(self.settings.template)
+
     def score(self, text: str, num_tokens: int, row: dict) -> float | None:
         raise NotImplementedError
 
     def __call__(self, prompts=None, completions=(), completion_ids=None, **columns) -> list[float | None]:
-        scores = []
-        for i, completion in enumerate(completions):
-            row = {key: values[i] for key, values in columns.items() if isinstance(values, list) and len(values) > i}
-            num_tokens = len(completion_ids[i]) if completion_ids is not None else 0
-            scores.append(self.score(completion_text(completion), num_tokens, row))
-        return scores
+        rows = rows_of(columns, len(completions))
+        lengths = [len(ids) for ids in completion_ids] if completion_ids is not None else [0] * len(completions)
+        return [self.score(completion_text(completion), length, row)
+                for completion, length, row in zip(completions, lengths, rows)]
 
 
-class Accuracy(RewardFunction):
-    """1 if the final answer equals the row's `solution`, else 0; None for rows without one."""
+class Graded(RewardFunction):
+    """Correctness from the one grader (stages/rewards/grading.py) on the rows of the reward's domain;
+    None for other rows (TRL skips those). The batch's checks run side by side: the verifier's lanes,
+    the sandbox's workers."""
 
-    def __init__(self, name, settings):
+    def __init__(self, name, settings, grader: Grader):
         super().__init__(name, settings)
-        self.verifier = AnswerVerifier(settings.verify_timeout_s, lanes=verify_lanes())
+        self.grader = grader
+
+    def applies(self, row: dict) -> bool:
+        raise NotImplementedError
 
     def score(self, text, num_tokens, row):
-        return self(completions=[text], solution=[row.get("solution")])[0]
+        return self(completions=[text], **{key: [value] for key, value in row.items()})[0]
 
     def __call__(self, prompts=None, completions=(), completion_ids=None, **columns):
-        """The batch's symbolic checks run side by side (the verifier's lanes)."""
-        solutions = columns.get("solution") or [None] * len(completions)
-        scored = [i for i, s in enumerate(solutions) if s is not None and str(s).strip() != ""]
-        verdicts = self.verifier.verify_many(
-            [(extract_final_answer(completion_text(completions[i]), self.settings.template), str(solutions[i]))
-             for i in scored])
-        scores: list[float | None] = [None] * len(completions)
-        for i, verdict in zip(scored, verdicts):
-            scores[i] = float(verdict)
-        return scores
-
-
-class Code(RewardFunction):
-    """Runs the program of the completion's summary against the row's `tests` in the sandbox; None for
-    rows without tests (other domains)."""
-
-    def __init__(self, name, settings):
-        super().__init__(name, settings)
-        self.verifier = CodeVerifier.with_timeout(settings.code_timeout_s, workers=len(os.sched_getaffinity(0)),
-                                                  allow_rlimit_only=settings.allow_rlimit_only,
-                                                  scoring=settings.code_scoring)
-
-    def score(self, text, num_tokens, row):
-        return self(completions=[text], tests=[row.get("tests")])[0]
-
-    def __call__(self, prompts=None, completions=(), completion_ids=None, **columns):
-        tests = columns.get("tests") or [None] * len(completions)
-        scored = [i for i, cases in enumerate(tests) if has_tests(cases)]
-        programs = [extract_program(completion_text(completions[i]), self.settings.template,
-                                    self.settings.code_language) for i in scored]
-        results = self.verifier.score_many(programs, [parse_tests(tests[i]) for i in scored])
+        rows = rows_of(columns, len(completions))
+        scored = [i for i, row in enumerate(rows) if self.applies(row)]
+        answers = [self.grader.answer(completion_text(completions[i]), rows[i]) for i in scored]
+        results = self.grader.score_many(answers, [rows[i] for i in scored])
         scores: list[float | None] = [None] * len(completions)
         for i, score in zip(scored, results):
             scores[i] = score
         return scores
 
 
+class Accuracy(Graded):
+    """1 if the final answer equals the row's `solution`, else 0; None for code rows and rows without one."""
+
+    def applies(self, row):
+        return not is_code_row(row) and has_solution(row)
+
+
+class Code(Graded):
+    """Runs the program of the completion's answer part against the row's `tests` in the sandbox; None
+    for rows without tests (other domains)."""
+
+    def applies(self, row):
+        return is_code_row(row)
+
+
 class Format(RewardFunction):
     def score(self, text, num_tokens, row):
-        return float(is_well_formatted(text, self.settings.template))
+        return float(self.format.is_well_formatted(text))
 
 
 class TagCount(RewardFunction):
-    """Partial credit per tag that appears exactly as often as the template wants (once or never)."""
+    """Partial credit per tag that appears exactly as often as the format wants (once or never)."""
 
     def score(self, text, num_tokens, row):
-        wanted = dict.fromkeys(TAGS, 1) if self.settings.template == "r1_zero" else \
-            {"<think>": 1, "</think>": 1, "<answer>": 0, "</answer>": 0}
-        return sum(text.count(tag) == n for tag, n in wanted.items()) / len(wanted)
+        return self.format.tag_score(text)
 
 
 class LanguageConsistency(RewardFunction):
@@ -131,7 +129,15 @@ REWARDS = {"accuracy": Accuracy, "code": Code, "format": Format, "tag_count": Ta
 
 
 def build_reward_functions(names: list[str], settings: RewardSettings) -> list[RewardFunction]:
+    """The named rewards; `accuracy` and `code` share one grader."""
     unknown = [n for n in names if n not in REWARDS]
     if unknown:
         raise ValueError(f"unknown reward(s) {unknown}: available {sorted(REWARDS)}")
-    return [REWARDS[name](name, settings) for name in names]
+    grader = None
+    if any(issubclass(REWARDS[name], Graded) for name in names):
+        grader = Grader(settings.template, settings.verify_timeout_s, lanes=verify_lanes(),
+                        code_timeout_s=settings.code_timeout_s, code_workers=len(os.sched_getaffinity(0)),
+                        allow_rlimit_only=settings.allow_rlimit_only, code_scoring=settings.code_scoring,
+                        code_language=settings.code_language)
+    return [REWARDS[name](name, settings, grader) if issubclass(REWARDS[name], Graded)
+            else REWARDS[name](name, settings) for name in names]

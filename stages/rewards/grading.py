@@ -1,12 +1,18 @@
-"""Is a sampled completion right? Math rows (a gold `solution`) by their final answer, code rows
-(`tests`) by running their program in the sandbox. One place for the stages that judge samples:
-rejection sampling and evaluation. (GRPO uses the two reward functions, `accuracy` and `code`.)
+"""The one judge of correctness. A math row (a gold `solution`) is right when its final answer
+verifies against the solution, a code row (`tests`) when its program passes the cases in the sandbox.
+GRPO's `accuracy` and `code` rewards (stages/rewards/functions.py), rejection sampling and evaluation
+all grade through a `Grader`: one owner of the answer verifier, the sandbox and the domain split.
 """
 
 from stages.data.schema import parse_tests
 from stages.rewards.answers import extract_final_answer
 from stages.rewards.code import CodeVerifier, extract_program, is_code_row
 from stages.rewards.verify import AnswerVerifier
+from stages.templates import ResponseFormat, response_format
+
+
+def has_solution(row: dict) -> bool:
+    return str(row.get("solution") or "").strip() != ""
 
 
 def gold_problem(row: dict) -> str | None:
@@ -19,41 +25,53 @@ def gold_problem(row: dict) -> str | None:
         except ValueError as error:
             return str(error)
         return None
-    return None if (row.get("solution") or "").strip() else "no gold answer (solution) and no tests"
+    return None if has_solution(row) else "no gold answer (solution) and no tests"
 
 
 class Grader:
-    def __init__(self, template: str, verify_timeout_s: float = 5.0, lanes: int = 1, code_timeout_s: float = 5.0,
-                 code_workers: int = 1, allow_rlimit_only: bool = False):
-        self.template = template
+    """Scores answers against their rows: `answer()` picks what is graded from a completion (the
+    program of a code row, the final answer of a math row), `score_many()` scores a batch of them.
+    Code is scored by `code_scoring`: 1 when every case passes (the paper's binary reward), or the
+    share of cases passed (`fraction`)."""
+
+    def __init__(self, fmt: ResponseFormat | str, verify_timeout_s: float = 5.0, lanes: int = 1,
+                 code_timeout_s: float = 5.0, code_workers: int = 1, allow_rlimit_only: bool = False,
+                 code_scoring: str = "pass_all", code_language: str = "python"):
+        self.format = response_format(fmt)
         self.verifier = AnswerVerifier(verify_timeout_s, lanes=lanes)
-        self._code_settings = (code_timeout_s, code_workers, allow_rlimit_only)
+        self.code_language = code_language
+        self._code_settings = (code_timeout_s, code_workers, allow_rlimit_only, code_scoring)
         self._code: CodeVerifier | None = None  # the sandbox starts with the first code row
 
     @property
     def code(self) -> CodeVerifier:
         if self._code is None:
-            timeout_s, workers, allow_rlimit_only = self._code_settings
-            self._code = CodeVerifier.with_timeout(timeout_s, workers, allow_rlimit_only)
+            timeout_s, workers, allow_rlimit_only, scoring = self._code_settings
+            self._code = CodeVerifier.with_timeout(timeout_s, workers, allow_rlimit_only, scoring)
         return self._code
 
     def answer(self, completion: str, row: dict) -> str | None:
-        """What is graded: the program of a code row, the final answer of a math row."""
         if is_code_row(row):
-            return extract_program(completion, self.template)
-        return extract_final_answer(completion, self.template)
+            return extract_program(completion, self.format, self.code_language)
+        return extract_final_answer(completion, self.format)
+
+    def score_many(self, answers: list[str | None], rows: list[dict]) -> list[float | None]:
+        """One score per answer in [0, 1]; None for a row with neither tests nor a gold answer."""
+        scores: list[float | None] = [None] * len(rows)
+        code = [i for i, row in enumerate(rows) if is_code_row(row)]
+        math = [i for i, row in enumerate(rows) if not is_code_row(row) and has_solution(row)]
+        if code:
+            results = self.code.score_many([answers[i] for i in code], [parse_tests(rows[i]["tests"]) for i in code])
+            for i, score in zip(code, results):
+                scores[i] = score
+        for i, verdict in zip(math, self.verifier.verify_many([(answers[i], str(rows[i]["solution"])) for i in math])):
+            scores[i] = float(verdict)
+        return scores
 
     def grade_many(self, answers: list[str | None], rows: list[dict]) -> list[bool]:
-        verdicts: list[bool | None] = [None] * len(rows)
-        code = [i for i, row in enumerate(rows) if is_code_row(row)]
-        math = [i for i, row in enumerate(rows) if not is_code_row(row)]
-        if code:
-            scores = self.code.score_many([answers[i] for i in code], [parse_tests(rows[i]["tests"]) for i in code])
-            for i, score in zip(code, scores):
-                verdicts[i] = score == 1.0
-        for i, verdict in zip(math, self.verifier.verify_many([(answers[i], str(rows[i]["solution"])) for i in math])):
-            verdicts[i] = verdict
-        return verdicts
+        """Right or wrong: every case passed, the answer verified. A row that cannot be graded is wrong
+        (callers check their rows with gold_problem first)."""
+        return [score == 1.0 for score in self.score_many(answers, rows)]
 
     def close(self) -> None:
         self.verifier.close()

@@ -5,6 +5,8 @@ for `zh`/`ja`, a Hangul run for `ko`, a Cyrillic word for `ru`. Digits and symbo
 
 import re
 
+from stages.templates import reasoning_of
+
 SCRIPTS = {
     "latin": r"[A-Za-z\u00c0-\u024f]+",
     "han": r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]",  # one character, one word
@@ -14,14 +16,6 @@ SCRIPTS = {
 }
 WORD = re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern in SCRIPTS.items()))
 LANGUAGE_SCRIPTS = {"en": {"latin"}, "zh": {"han"}, "ja": {"han", "kana"}, "ko": {"hangul"}, "ru": {"cyrillic"}}
-THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.DOTALL)
-
-
-def reasoning_of(completion: str) -> str:
-    """The chain of thought: the first <think> block, or the whole completion if it has none."""
-    match = THINK.search(completion)
-    return match.group(1) if match else completion
-
 
 def target_language_share(text: str, language: str = "en") -> float:
     """Share of words in `language`'s scripts; 1.0 for text without words (nothing to mix)."""

@@ -14,9 +14,9 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from stages.rewards.answers import summary_of
 from stages.rewards.code import has_tests
 from stages.rewards.functions import RewardFunction, completion_text
+from stages.templates import summary_of
 
 MAX_SCORED_TOKENS = 1024  # longer prompt + response pairs are cut from the right
 
