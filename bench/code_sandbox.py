@@ -53,7 +53,7 @@ def main() -> None:
     parallel_s = time.perf_counter() - started
     assert scores == [1.0] * args.programs, "a correct program failed in the sandbox"
 
-    sandbox = reward.verifier.sandbox
+    sandbox = reward.grader.code.sandbox
 
     def sandboxed_run_s() -> float:
         started = time.perf_counter()
@@ -68,7 +68,7 @@ def main() -> None:
         held[::4096] = b"\1" * len(held[::4096])  # touch every page: resident, as a trainer's tensors are
         big_parent_s = sandboxed_run_s()
         del held
-    reward.verifier.close()
+    reward.grader.close()
 
     cores = len(os.sched_getaffinity(0))
     print(f"{args.programs} programs through the code reward ({cores} at once, isolated={sandbox.isolated}): "

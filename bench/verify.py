@@ -115,8 +115,8 @@ def run_project(pairs, time_limit: float, batch: int) -> tuple[list[bool], float
         scores = accuracy(completions=[c for c, _ in chunk], solution=[g for _, g in chunk])
         verdicts += [score == 1.0 for score in scores]
     elapsed = time.perf_counter() - started
-    accuracy.verifier.close()
-    return verdicts, elapsed, accuracy.verifier.slowest_s, len(accuracy.verifier.lanes)
+    accuracy.grader.close()
+    return verdicts, elapsed, accuracy.grader.verifier.slowest_s, len(accuracy.grader.verifier.lanes)
 
 
 def main() -> None:
