@@ -19,7 +19,7 @@ include: "rules/data.smk"
 include: "rules/base.smk"
 include: "rules/sft.smk"
 include: "rules/grpo.smk"
-include: "rules/rejection.smk"
+include: "rules/rejection_sampling.smk"
 include: "rules/reward_model.smk"
 include: "rules/eval.smk"
 include: "rules/report.smk"
@@ -30,7 +30,7 @@ rule all:
         rules.report.output,
 
 
-rule r1_zero:
+rule r1_zero_branch:
     # The R1-Zero branch: GRPO straight on the base model, evaluated beside the base.
     input:
         eval_dir("base"),
@@ -64,7 +64,7 @@ rule r1:
         [eval_dir(stage) for stage in ("base", "cold_start_sft", "reasoning_rl", "mixture_sft", "final_rl")],
 
 
-rule distill:
+rule distilled:
     # Every distilled student, evaluated.
     input:
         [eval_dir(student) for student in distilled_students()],

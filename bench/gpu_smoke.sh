@@ -21,8 +21,8 @@ python - "$repo/configs/gpu-smoke.yaml" "$config" "$model" <<'PY'
 import sys, yaml
 source, target, model = sys.argv[1:]
 config = yaml.safe_load(open(source))
-config["base_model"] = {"name_or_path": model}
-config["distillation"]["students"]["small"] = {"name_or_path": model}
+config["base"] = {"name_or_path": model}
+config["distill"]["students"]["small"] = {"name_or_path": model}
 yaml.safe_dump(config, open(target, "w"), sort_keys=False)
 PY
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/plan.py --shards 1000 10000 [--config configs/<scale>.yaml]
 
-Prints one line per shard count: the shard count, the planned generate_shard jobs and the wall
+Prints one line per shard count: the shard count, the planned generate jobs and the wall
 time of the dry run, and the command that measured it. Uses the given config (default
 configs/tiny.yaml) with only `rejection_sampling.num_shards` changed.
 """
@@ -32,7 +32,7 @@ def plan_seconds(shards: int, config_path: Path) -> tuple[float, int]:
                                "--quiet", "rules", "--configfile", str(path)],
                               capture_output=True, text=True, env=env, check=True)
         elapsed = time.perf_counter() - started
-    jobs = next((int(line.split()[-1]) for line in done.stdout.splitlines() if line.startswith("generate_shard")), 0)
+    jobs = next((int(line.split()[-1]) for line in done.stdout.splitlines() if line.split()[:1] == ["generate"]), 0)
     return elapsed, jobs
 
 

@@ -1,4 +1,4 @@
-"""Rejection-sampling throughput and memory: `python -m stages.rejection` end to end (stream the
+"""Rejection-sampling throughput and memory: `python -m stages.rejection_sampling` end to end (stream the
 generation shards through the worker pool, verify and filter every candidate, assemble the mixture
 with the general data, write mixture.parquet and the manifest) on seeded synthetic pools shaped like
 Dev2's samples, one pool per size in `--candidates`.
@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from stages.artifacts import read_manifest  # noqa: E402
 from stages.data.schema import SCHEMAS  # noqa: E402
-from stages.rejection import CHUNK_BYTES  # noqa: E402
+from stages.rejection_sampling import CHUNK_BYTES  # noqa: E402
 
 WORDS = """the of and to a in is that for it as with be by this are from or at an which we so if then
 let number value sum product term terms equation side sides both divide multiply add subtract gives
@@ -200,9 +200,10 @@ def write_general(path: Path, rows: int, seed: int) -> None:
 
 
 STAGE = """import resource, runpy, sys
-sys.argv[0] = "stages.rejection"
+sys.argv[0] = "stages.rejection_sampling"
 try:
-    runpy.run_module("stages.rejection", run_name="__main__", alter_sys=True)  # workers unpickle __main__'s functions
+    # workers unpickle __main__'s functions
+    runpy.run_module("stages.rejection_sampling", run_name="__main__", alter_sys=True)
 finally:
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     print("rusage", own.ru_maxrss, children.ru_maxrss, own.ru_utime + own.ru_stime,
@@ -227,7 +228,7 @@ def run_stage(argv: list[str]) -> dict:
 
 
 def stage_argv(shards, general, output_dir, targets, filters: dict) -> list[str]:
-    """The flags the Snakefile passes (rules/rejection.smk), the filters from the config."""
+    """The flags the Snakefile passes (rules/rejection_sampling.smk), the filters from the config."""
     argv = ["--shards", *shards, "--general_data", str(general), "--targets",
             *[f"{d}={n}" for d, n in targets.items()], "--template", "chat", "--language", "en",
             "--output_dir", str(output_dir), "--seed", "0"]

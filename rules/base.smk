@@ -4,7 +4,7 @@
 
 if pretrained_stages("build"):
 
-    rule base_model:
+    rule base:
         # Also builds tiny students: the same pre-training, smaller (their `build` section).
         input:
             corpus=data_file("pretrain"),

@@ -141,11 +141,11 @@ def judge_args():
 def pretrained_model_spec(stage):
     """The `build` / `name_or_path` section of a pre-trained model (the base, a student's, the judge's)."""
     if stage == "base":
-        return config["base_model"]
+        return config["base"]
     if stage == "judge":
         return JUDGE
     if stage.startswith("student_"):
-        return config["distillation"]["students"][stage.removeprefix("student_")]
+        return config["distill"]["students"][stage.removeprefix("student_")]
     return None
 
 
@@ -158,7 +158,7 @@ def pretrained_source(stage):
 
 
 def pretrained_stages(source):
-    stages = ["base"] + [student_base(name) for name in config["distillation"]["students"]] + ["judge"] * bool(JUDGE)
+    stages = ["base"] + [student_base(name) for name in config["distill"]["students"]] + ["judge"] * bool(JUDGE)
     return [stage for stage in stages if pretrained_source(stage) == source]
 
 
@@ -241,7 +241,7 @@ def task_container_prefix(stage):
 
 
 def shard_file(shard):
-    return result("rejection_sampling", "shards", f"shard-{shard}.jsonl")
+    return result(STAGES["generate"].output, f"shard-{shard}.jsonl")
 
 
 def all_shard_files():
@@ -256,12 +256,12 @@ def stage_outputs(*kinds):
         if stage.kind in kinds:
             outputs += [stage.output.format(kind=kind, student=student)
                         for kind in (REWARD_MODEL_KINDS if "{kind}" in stage.output else [""])
-                        for student in (config["distillation"]["students"] if "{student}" in stage.output else [""])]
+                        for student in (config["distill"]["students"] if "{student}" in stage.output else [""])]
     return outputs
 
 
 def distilled_students():
-    return [STAGES["distill"].output.format(student=name) for name in config["distillation"]["students"]]
+    return [STAGES["distill"].output.format(student=name) for name in config["distill"]["students"]]
 
 
 def eval_set_files():

@@ -1,7 +1,7 @@
 # GRPO stages (TRL GRPOTrainer): R1-Zero straight on the base model, and reasoning RL (Dev2) on Dev1.
 
 
-rule r1_zero_grpo:
+rule r1_zero:
     input:
         model=model_path("base"),
         prompts=data_file("rl_prompts"),

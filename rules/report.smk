@@ -9,7 +9,7 @@ rule report:
     input:
         evals=[eval_dir(stage) for stage in evaluated_models()],
         trained=TRAINED,
-        mixture=artifact("mixture"),
+        mixture=artifact("rejection_sampling"),
         reward_models=REWARD_MODELS,
     output:
         report(directory(result("report")), patterns=["{name}.html"], category="Report",

@@ -3,7 +3,7 @@
 
 rule reward_model:
     input:
-        model=lambda wc: model_path(config["reward_models"]["init"]),
+        model=lambda wc: model_path(config["reward_model"]["init"]),
         data=data_file("preferences_{kind}"),
     output:
         directory(result("reward_model_{kind}")),
@@ -15,7 +15,7 @@ rule reward_model:
         seed=config["seed"],
         launch=launcher("reward_model", "stages.reward_model"),
         work=lambda wc: work_dir(f"reward_model_{wc.kind}"),
-        args=lambda wc: stage_args(config["reward_models"][wc.kind]) + tracking_args(f"reward_model_{wc.kind}"),
+        args=lambda wc: stage_args(config["reward_model"][wc.kind]) + tracking_args(f"reward_model_{wc.kind}"),
     threads: 2
     resources:
         **stage_resources("reward_model"),

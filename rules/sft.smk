@@ -26,7 +26,7 @@ rule mixture_sft:
     # Dev3: SFT on the rejection-sampled mixture, from the base model as the paper does (`init`).
     input:
         model=lambda wc: model_path(config["mixture_sft"]["init"]),
-        data=artifact("mixture"),
+        data=artifact("rejection_sampling"),
     output:
         directory(result("mixture_sft")),
     log:
@@ -35,7 +35,7 @@ rule mixture_sft:
         benchmark_file("mixture_sft")
     params:
         **training_params("mixture_sft", exclude=("init",)),
-        mixture=os.path.join(artifact("mixture"), MIXTURE),
+        mixture=os.path.join(artifact("rejection_sampling"), MIXTURE),
     threads: 2
     resources:
         **stage_resources("mixture_sft"),
@@ -45,11 +45,11 @@ rule mixture_sft:
         "{params.launch} --model_path {input.model} --train_data {params.mixture}" + TRAINED_INTO
 
 
-rule distill_student:
+rule distill:
     # Distillation: SFT of a student on the same mixture, no RL.
     input:
         model=lambda wc: model_path(student_base(wc.student)),
-        data=artifact("mixture"),
+        data=artifact("rejection_sampling"),
     output:
         directory(result("distill_{student}")),
     log:
@@ -59,10 +59,10 @@ rule distill_student:
     params:
         seed=config["seed"],
         launch=launcher("distill", "stages.sft"),
-        mixture=os.path.join(artifact("mixture"), MIXTURE),
+        mixture=os.path.join(artifact("rejection_sampling"), MIXTURE),
         work=lambda wc: work_dir(f"distill_{wc.student}"),
-        args=lambda wc: stage_args({**config["distillation"]["sft"],
-                                    **config["distillation"]["students"][wc.student].get("sft", {})})
+        args=lambda wc: stage_args({**config["distill"]["sft"],
+                                    **config["distill"]["students"][wc.student].get("sft", {})})
                         + tracking_args(f"distill_{wc.student}"),
     threads: 2
     resources:

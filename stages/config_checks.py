@@ -17,9 +17,10 @@ from stages.configs import (
     trainer_arg_problems,
     trl_field_names,
 )
-from stages.recipe import LAUNCHABLE, REWARD_MODEL_KINDS, stages_of_kind
+from stages.recipe import LAUNCHABLE, REWARD_MODEL_KINDS, STAGES, stages_of_kind
 
 GRPO_SECTIONS = stages_of_kind("grpo")
+TRAINER_CONFIGS = {"grpo": GRPOStageConfig, "sft": SFTStageConfig, "reward_model": RewardModelStageConfig}
 # Data sets the main line reads, beyond the evaluation sets.
 TRAINING_SETS = ("rl_prompts", "cold_start", "general", "rl_general", "preferences_helpful", "preferences_harmless")
 REPO = Path(__file__).resolve().parent.parent
@@ -82,9 +83,31 @@ def explain(error, root: dict) -> list[str]:
     return [f"{where}: {error.message}"]
 
 
+# Keys renamed so that each stage has one name (config section, rule, output folder, start_from key): a
+# config written before says which key to rename instead of failing on an unknown and a missing one.
+RENAMED = {("base_model",): "base", ("reward_models",): "reward_model", ("distillation",): "distill",
+           ("start_from", "mixture"): "rejection_sampling"}
+
+
+def renamed_key_errors(config: dict) -> list[str]:
+    errors = []
+    for (*parents, old), new in RENAMED.items():
+        node = config
+        for parent in parents:
+            node = node.get(parent) if isinstance(node, dict) else None
+        if isinstance(node, dict) and old in node:
+            errors.append(f"{key_path([*parents, old])}: renamed to {key_path([*parents, new])} (a stage's config "
+                          "section, rule and output folder share one name now); rename the key")
+    return errors
+
+
 def schema_errors(config: dict, schema_path: Path = SCHEMA) -> list[str]:
     """One short line per schema violation, sorted by key; a config missing most top-level sections
-    is a partial one, and gets one line on layering it instead of a line per section."""
+    is a partial one, and gets one line on layering it instead of a line per section. A key renamed
+    since the config was written is named with its new name first."""
+    renamed = renamed_key_errors(config)
+    if renamed:
+        return renamed
     schema = yaml.safe_load(schema_path.read_text())
     errors = sorted(Draft202012Validator(schema).iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     missing = [e for e in errors if e.validator == "required" and not e.absolute_path]
@@ -150,7 +173,7 @@ def data_errors(config: dict) -> list[str]:
     if hub is None:
         return []
     needed = list(TRAINING_SETS) + list(config.get("evaluation", {}).get("sets", {}).values())
-    models = [config.get("base_model", {})] + list(config.get("distillation", {}).get("students", {}).values())
+    models = [config.get("base", {})] + list(config.get("distill", {}).get("students", {}).values())
     if any("build" in model for model in models):
         needed.append("pretrain")
     missing = [name for name in needed if name not in hub["sets"]]
@@ -175,28 +198,33 @@ def cross_field_errors(config: dict) -> list[str]:
             errors.append(f"{section}: questions_per_step x num_generations = {completions} completions per step "
                           f"do not split over {world} training GPU(s) x gradient_accumulation_steps = "
                           f"{accumulation} micro-batches")
-    students = config.get("distillation", {}).get("students", {})
-    if "sft" in config.get("base_model", {}):
-        errors.append("base_model.sft: per-model SFT settings are for distillation students only")
+    students = config.get("distill", {}).get("students", {})
+    if "sft" in config.get("base", {}):
+        errors.append("base.sft: per-model SFT settings are for distillation students only")
     for model in config.get("evaluation", {}).get("models", []):
         student = model.partition("_")[2] if model.startswith(("distill_", "student_")) else None
         if student is not None and student not in students:
-            errors.append(f"evaluation.models names {model}, but distillation.students has no "
+            errors.append(f"evaluation.models names {model}, but distill.students has no "
                           f"'{student}' (has {sorted(students)})")
     return errors + compute_errors(config) + data_errors(config) + trainer_args_errors(config)
 
 
 def training_sections(config: dict) -> list[tuple[str, dict, type]]:
     """Every section that configures a trainer: (its key path, the section, its stage config class)."""
-    sections = [(name, config.get(name, {}), GRPOStageConfig) for name in GRPO_SECTIONS]
-    sections += [(name, config.get(name, {}), SFTStageConfig) for name in ("cold_start_sft", "mixture_sft")]
-    distillation = config.get("distillation", {})
-    sections.append(("distillation.sft", distillation.get("sft", {}), SFTStageConfig))
-    sections += [(f"distillation.students.{name}.sft", student.get("sft", {}), SFTStageConfig)
-                 for name, student in distillation.get("students", {}).items()]
-    sections += [(f"reward_models.{kind}", config.get("reward_models", {}).get(kind, {}), RewardModelStageConfig)
-                 for kind in REWARD_MODEL_KINDS]
+    sections = [(path, settings_at(config, path), TRAINER_CONFIGS[stage.kind])
+                for stage in STAGES.values() if stage.kind in TRAINER_CONFIGS
+                for path in dict.fromkeys(stage.settings.format(kind=kind) for kind in REWARD_MODEL_KINDS)]
+    for name in config.get("distill", {}).get("students", {}):  # a student's own `sft` keys, over distill.sft
+        path = STAGES["student"].settings.format(student=name) + ".sft"
+        sections.append((path, settings_at(config, path), SFTStageConfig))
     return sections
+
+
+def settings_at(config: dict, path: str) -> dict:
+    """The config section at a dotted key path (empty where there is none)."""
+    for key in path.split("."):
+        config = config.get(key, {}) if isinstance(config, dict) else {}
+    return config
 
 
 def trainer_args_errors(config: dict) -> list[str]:

@@ -2,7 +2,7 @@
 
     python -m stages.generate --model_path results/tiny/reasoning_rl --prompts results/tiny/data/rl_prompts.parquet \
         --shard_index 0 --num_shards 4 --work_file results/tiny/.work/generate/shard-0.jsonl \
-        --output_file results/tiny/rejection_sampling/shards/shard-0.jsonl
+        --output_file results/tiny/generate/shard-0.jsonl
 
 Rows are appended to `work_file` (outside Snakemake's outputs) one prompt at a time, each line keyed
 by prompt id and sample index. A killed shard resumes where it stopped: on restart, a torn last line

@@ -3,8 +3,9 @@ model is prompted, what the report compares it with, and whether it may spread o
 The rules, the config checks, `start_from`, the report and the model cards read this table, and a
 test holds the config schema's stage lists equal to it. Adding a stage is a row here and a rule.
 
-A stage's `name` is its config section and its compute key. Its output folder under results/<run>/
-is `output`: one folder per reward model (`{kind}`) or student (`{student}`) where the pattern says so.
+A stage's `name` is its rule, its compute key, its `start_from` key and (unless `settings` says
+otherwise) its config section. Its output folder under results/<run>/ is `output`: one folder per
+reward model (`{kind}`) or student (`{student}`) where the pattern says so.
 """
 
 import re
@@ -23,40 +24,43 @@ class Stage:
     compared_with: str = ""  # the output whose evaluation the report measures its change against
     launchable: bool = False  # stages.launch may spread it over several GPUs and nodes
     brought_as: str = ""  # what `start_from` accepts in its place: policy, reward_model, mixture
-    rule: str = ""  # its rule, where a target of the same name is taken (default: the name)
+    rule: str = ""  # its rule, where another stage's rule makes it (default: the name)
     compute: str = ""  # its compute key, where another stage's resources serve (default: the name)
+    settings: str = ""  # the key path of its settings in the config (default: the name)
 
     def __post_init__(self):
-        object.__setattr__(self, "rule", self.rule or self.name)
-        object.__setattr__(self, "compute", self.compute or self.name)
+        for field_name in ("rule", "compute", "settings"):
+            object.__setattr__(self, field_name, getattr(self, field_name) or self.name)
 
 
 STAGES = {stage.name: stage for stage in (
-    Stage("base", "Base", "the base model", "stages.base_model", "pretraining", "base", template="r1_zero",
-          rule="base_model"),
+    Stage("base", "Base", "the base model", "stages.base_model", "pretraining", "base", template="r1_zero"),
     Stage("student", "Student {student} (undistilled)", "a student's base model ({student})", "stages.base_model",
-          "pretraining", "student_{student}", template="r1_zero", rule="base_model", compute="base"),
+          "pretraining", "student_{student}", template="r1_zero", rule="base", compute="base",
+          settings="distill.students.{student}"),
     Stage("r1_zero", "R1-Zero", "R1-Zero (GRPO on the base model)", "stages.grpo", "grpo", "r1_zero",
-          template="r1_zero", compared_with="base", launchable=True, brought_as="policy", rule="r1_zero_grpo"),
+          template="r1_zero", compared_with="base", launchable=True, brought_as="policy"),
     Stage("cold_start_sft", "Dev1 (cold-start SFT)", "Dev1 (cold-start SFT)", "stages.sft", "sft", "cold_start_sft",
           compared_with="base", launchable=True, brought_as="policy"),
     Stage("reasoning_rl", "Dev2 (reasoning RL)", "Dev2 (reasoning-oriented RL)", "stages.grpo", "grpo",
           "reasoning_rl", compared_with="cold_start_sft", launchable=True, brought_as="policy"),
+    # One job per shard.
     Stage("generate", "Dev2's samples", "Dev2's samples for rejection sampling", "stages.generate", "generation",
-          "rejection_sampling/shards", template="", rule="generate_shard"),
+          "generate", template="", settings="rejection_sampling.generation"),
     Stage("rejection_sampling", "SFT mixture (rejection sampling)", "the SFT mixture rejection sampling built",
-          "stages.rejection", "rejection_sampling", "mixture", template="", brought_as="mixture"),
+          "stages.rejection_sampling", "rejection_sampling", "rejection_sampling", template="", brought_as="mixture"),
     # Dev3 trains from the base (paper) but learns Dev2's samples: the report compares it with Dev2.
     Stage("mixture_sft", "Dev3 (SFT on the mixture)", "Dev3 (SFT on the rejection-sampled mixture)", "stages.sft",
           "sft", "mixture_sft", compared_with="reasoning_rl", launchable=True, brought_as="policy"),
     Stage("reward_model", "{Kind} reward model", "the {kind} reward model", "stages.reward_model", "reward_model",
-          "reward_model_{kind}", template="", launchable=True, brought_as="reward_model"),
+          "reward_model_{kind}", template="", launchable=True, brought_as="reward_model",
+          settings="reward_model.{kind}"),
     Stage("final_rl", "R1", "R1 (RL for all scenarios)", "stages.grpo", "grpo", "final_rl",
           compared_with="mixture_sft", launchable=True, brought_as="policy"),
     # Distillation helps when the student beats its own undistilled self (evaluation.models: student_<name>).
     Stage("distill", "Distilled {student}", "a distilled student ({student}): SFT on the mixture R1's pipeline built",
           "stages.sft", "sft", "distill_{student}", compared_with="student_{student}", launchable=True,
-          rule="distill_student"),
+          settings="distill.sft"),  # a student's own `sft` keys override these
 )}
 REWARD_MODEL_KINDS = ("helpful", "harmless")
 

@@ -1,8 +1,8 @@
 """Rejection sampling: verify and filter the sampled responses, then assemble the SFT mixture.
 
-    python -m stages.rejection --shards results/tiny/rejection_sampling/shards/*.jsonl \
+    python -m stages.rejection_sampling --shards results/tiny/generate/*.jsonl \
         --general_data results/tiny/data/general.parquet --targets math=600 general=200 \
-        --output_dir results/tiny/mixture --work_dir results/tiny/.work/rejection_sampling
+        --output_dir results/tiny/rejection_sampling --work_dir results/tiny/.work/rejection_sampling
 
 Reasoning rows keep only responses whose final answer is correct (rule-based; a code row's program
 must pass its tests in the sandbox; a domain named in `judge_domains` is judged by a model instead),

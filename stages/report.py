@@ -5,7 +5,8 @@ sampled completions per model, the SFT mixture's counts and the reward models' h
 as Markdown, JSON and one self-contained HTML page (plots embedded).
 
     python -m stages.report --evals base=results/tiny/eval/base cold_start_sft=results/tiny/eval/cold_start_sft \
-        --trained results/tiny/cold_start_sft --mixture results/tiny/mixture --output_dir results/tiny/report
+        --trained results/tiny/cold_start_sft --mixture results/tiny/rejection_sampling \
+        --output_dir results/tiny/report
     python -m stages.report --show results/tiny/report      # print the table of a finished report
 """
 

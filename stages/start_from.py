@@ -58,7 +58,7 @@ def artifact_problems(stage: str, path: str) -> list[str]:
     if not directory.is_dir():
         return [f"start_from.{stage}: {path} is not a directory"]
     if BROUGHT[stage] == "mixture":
-        problems = data_problems(directory, DATA_FILES[stage])
+        problems = data_problems(directory, DATA_FILES[BROUGHT[stage]])
     else:
         problems = model_problems(directory, reward_model=BROUGHT[stage] == "reward_model")
     return [f"start_from.{stage}: {path}: {problem}" for problem in problems]

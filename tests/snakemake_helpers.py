@@ -17,7 +17,7 @@ FAST = {
                       "num_eval_general": 10, "num_pretrain_docs": 600, "num_preference_pairs": 100,
                       "num_rl_general": 20, "num_rl_code": 30, "num_cold_start_code": 16, "num_eval_code": 10,
                       "num_pretrain_code_docs": 120}},
-    "base_model": {"build": {"vocab_size": 400, "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 128,
+    "base": {"build": {"vocab_size": 400, "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 128,
                              "block_size": 128, "max_steps": 20, "save_steps": 10, "logging_steps": 5}},
     "cold_start_sft": {"max_steps": 6, "save_steps": 3, "logging_steps": 2},
     "r1_zero": {"max_steps": 2, "num_generations": 2, "questions_per_step": 2, "max_completion_length": 8,
@@ -31,11 +31,11 @@ FAST = {
                            "filters": {"allow_shortfall": True},
                            "targets": {"math": 5, "code": 5, "general": 5}},
     "mixture_sft": {"max_steps": 2, "save_steps": 1, "logging_steps": 1},
-    "reward_models": {"helpful": {"num_train_epochs": 0.1, "logging_steps": 1},
+    "reward_model": {"helpful": {"num_train_epochs": 0.1, "logging_steps": 1},
                       "harmless": {"num_train_epochs": 0.1, "logging_steps": 1}},
     "final_rl": {"max_steps": 2, "num_generations": 2, "questions_per_step": 2, "max_completion_length": 8,
                  "general_phase_fraction": 0.5, "save_steps": 1, "logging_steps": 1},
-    "distillation": {"students": {"small": {"build": {
+    "distill": {"students": {"small": {"build": {
         "vocab_size": 400, "hidden_size": 32, "num_hidden_layers": 1,
         "num_attention_heads": 2, "num_key_value_heads": 1,
         "intermediate_size": 64, "block_size": 64, "max_steps": 5, "save_steps": 5, "logging_steps": 1}}},

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from stages import evaluate, grpo, rejection, reward_model, sft
+from stages import evaluate, grpo, rejection_sampling, reward_model, sft
 from stages.data.schema import SCHEMAS
 
 
@@ -51,7 +51,7 @@ def generation_shard_with_a_broken_line(tmp, model):
     good = {"id": "a", "sample": 0, "prompt": "1 + 1?", "solution": "2", "domain": "math", "completion": "x"}
     (tmp / "shard-0.jsonl").write_text(json.dumps(good) + "\n" + '{"id": "b", "sample": 0, "prom\n')
     pq.write_table(pa.Table.from_pylist([], schema=SCHEMAS["general"]), tmp / "general.parquet")
-    rejection.main(["--shards", str(tmp / "shard-0.jsonl"), "--general_data", str(tmp / "general.parquet"),
+    rejection_sampling.main(["--shards", str(tmp / "shard-0.jsonl"), "--general_data", str(tmp / "general.parquet"),
                     "--targets", "math=1", "--output_dir", str(tmp / "out")])
 
 

@@ -73,8 +73,8 @@ def test_gpu_smoke_script_plans_every_stage(venv_env, tmp_path):
     done = subprocess.run(["bash", BENCH / "gpu_smoke.sh", "--dry-run"], cwd=REPO, capture_output=True, text=True,
                           env={**venv_env, "GPU_SMOKE_DIR": str(tmp_path)}, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    for rule in ("fetch_model", "r1_zero_grpo", "cold_start_sft", "reasoning_rl", "generate_shard",
-                 "rejection_sampling", "mixture_sft", "reward_model", "final_rl", "distill_student", "evaluate",
+    for rule in ("fetch_model", "r1_zero", "cold_start_sft", "reasoning_rl", "generate",
+                 "rejection_sampling", "mixture_sft", "reward_model", "final_rl", "distill", "evaluate",
                  "report"):
         assert f"rule {rule}:" in done.stdout, rule
     assert "--backend vllm" in done.stdout

@@ -4,6 +4,7 @@ GPUs and nodes it promises (nothing is downloaded: prepare_data and fetch_model 
 import pytest
 import yaml
 
+from stages.recipe import stages_of_kind
 from tests.snakemake_helpers import (
     REPO,
     apptainer_env,
@@ -15,7 +16,7 @@ from tests.snakemake_helpers import (
 )
 
 REAL_CONFIGS = ["qwen2.5-1.5b", "qwen2.5-7b", "paper"]
-MAIN_LINE = ["r1_zero_grpo", "cold_start_sft", "reasoning_rl", "rejection_sampling", "mixture_sft", "final_rl"]
+MAIN_LINE = ["r1_zero", "cold_start_sft", "reasoning_rl", "rejection_sampling", "mixture_sft", "final_rl"]
 
 
 def load(name):
@@ -45,10 +46,10 @@ def plans(tmp_path_factory, venv_env):
 def test_every_real_config_plans_the_whole_dag(plans, name):
     config = load(name)
     jobs, details = plans[name]
-    students = len(config["distillation"]["students"])
-    assert jobs["prepare_data"] == 1 and "tiny_data" not in jobs and "base_model" not in jobs
+    students = len(config["distill"]["students"])
+    assert jobs["prepare_data"] == 1 and "tiny_data" not in jobs and "base" not in jobs
     assert jobs["fetch_model"] == 1 + students          # the base and every student, fetched once
-    assert jobs["generate_shard"] == config["rejection_sampling"]["num_shards"]
+    assert jobs["generate"] == config["rejection_sampling"]["num_shards"]
     assert jobs["evaluate"] == len(config["evaluation"]["models"])
     assert all(jobs[rule] == 1 for rule in MAIN_LINE)
     for job in details:  # the profile's site defaults reach every job
@@ -57,22 +58,22 @@ def test_every_real_config_plans_the_whole_dag(plans, name):
         assert ("env -u HF_HUB_OFFLINE" in job["shell"]) == (job["rule"] in ("prepare_data", "fetch_model"))
     # tracking: each training stage is its own TensorBoard run under results/<run>/tensorboard/
     run = config["run_name"]
-    for rule, stage in [("r1_zero_grpo", "r1_zero"), ("cold_start_sft", "cold_start_sft"), ("final_rl", "final_rl"),
+    for rule, stage in [("r1_zero", "r1_zero"), ("cold_start_sft", "cold_start_sft"), ("final_rl", "final_rl"),
                         ("reward_model", "reward_model_helpful")]:
         (shell,) = [job["shell"] for job in by_rule(details, rule) if f"/{stage} " in job["shell"]]
         assert (f"--report_to tensorboard --run_name {run}/{stage} "
                 f"--tensorboard_dir results/{run}/tensorboard/{stage}") in shell, shell
-        assert ("--log_completions false" in shell) == rule.endswith(("grpo", "_rl"))
+        assert ("--log_completions false" in shell) == (rule in stages_of_kind("grpo"))
 
 
 def test_one_node_config_gives_each_training_stage_a_node_of_eight_gpus(plans):
     _, details = plans["qwen2.5-1.5b"]
-    for rule in MAIN_LINE[:3] + ["mixture_sft", "final_rl", "reward_model", "distill_student"]:
+    for rule in MAIN_LINE[:3] + ["mixture_sft", "final_rl", "reward_model", "distill"]:
         for job in by_rule(details, rule):
             assert job["resources"]["gpu"] == "8" and job["resources"]["nodes"] == "1", (rule, job)
             assert "mpi" not in job["resources"]
             assert "stages.launch" in job["shell"] and "--gpus_per_node 8" in job["shell"]
-    assert all(job["resources"]["gpu"] == "1" for job in by_rule(details, "generate_shard"))
+    assert all(job["resources"]["gpu"] == "1" for job in by_rule(details, "generate"))
     assert all(job["resources"]["gpu"] == "1" for job in by_rule(details, "evaluate"))
     (job,) = by_rule(details, "rejection_sampling")
     assert "gpu" not in job["resources"] and job["resources"]["cpus_per_task"] == "32"
@@ -80,7 +81,7 @@ def test_one_node_config_gives_each_training_stage_a_node_of_eight_gpus(plans):
 
 def test_multi_node_config_spreads_rl_over_three_nodes_with_a_vllm_server(plans):
     _, details = plans["qwen2.5-7b"]
-    for rule in ("r1_zero_grpo", "reasoning_rl", "final_rl"):
+    for rule in ("r1_zero", "reasoning_rl", "final_rl"):
         (job,) = by_rule(details, rule)
         assert job["resources"]["nodes"] == "3" and job["resources"]["gres"] == "gpu:8"
         assert job["resources"]["mpi"] == "srun" and job["resources"]["tasks"] == "3"
@@ -97,9 +98,9 @@ def test_multi_node_config_spreads_rl_over_three_nodes_with_a_vllm_server(plans)
 def test_paper_config_carries_per_student_learning_rates(plans):
     config = load("paper")
     _, details = plans["paper"]
-    for job in by_rule(details, "distill_student"):
+    for job in by_rule(details, "distill"):
         student = job["wildcards"].removeprefix("student=")
-        lr = config["distillation"]["students"][student]["sft"]["learning_rate"]
+        lr = config["distill"]["students"][student]["sft"]["learning_rate"]
         assert f"--learning_rate {lr}" in job["shell"], job["shell"]
     assert config["r1_zero"]["learning_rate"] == 3e-6 and config["final_rl"]["max_steps"] == 1700
 
@@ -122,7 +123,7 @@ def test_a_hub_config_must_name_every_data_set_a_stage_reads(tmp_path, venv_env)
      ["r1_zero: questions_per_step x num_generations = 48 completions per step do not split over 8 training GPU(s)"]),
     ({"data": {"hub": {"sets": {"eval_aime24": [{"path": "x", "feilds": {}}]}}}}, ["feilds"]),
     ({"compute": {"r1_zero": {"gpus": 8}}}, ["gpus", "compute"]),
-    ({"base_model": {"name_or_path": "Qwen/Qwen2.5-7B", "sft": {"learning_rate": 1e-5}}}, ["base_model.sft"]),
+    ({"base": {"name_or_path": "Qwen/Qwen2.5-7B", "sft": {"learning_rate": 1e-5}}}, ["base.sft"]),
     ({"rejection_sampling": {"judge": {"name_or_path": "Qwen/Qwen2.5-72B-Instruct", "domains": ["math"],
                                        "backend": "vllm", "vllm_tensor_parallel_size": 4}}},
      ["set compute.rejection_sampling.gpu to at least 4"]),
@@ -136,13 +137,28 @@ def test_real_config_mistakes_are_named(tmp_path, venv_env, override, named):
         assert text in done.stdout + done.stderr, done.stdout + done.stderr
 
 
+
+def test_a_config_written_before_the_renames_names_each_new_key(tmp_path, venv_env):
+    """Stages have one name each since 2026-12-04: an older config is told what to rename."""
+    config = load("qwen2.5-1.5b")
+    for old, new in [("base_model", "base"), ("reward_models", "reward_model"), ("distillation", "distill")]:
+        config[old] = config.pop(new)
+    config["start_from"] = {"mixture": str(tmp_path)}
+    done = snakemake(tmp_path, write_config(tmp_path, config), "-n", "all", env=venv_env, check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    for old, new in [("base_model", "base"), ("reward_models", "reward_model"), ("distillation", "distill"),
+                     ("start_from.mixture", "start_from.rejection_sampling")]:
+        assert f"{old}: renamed to {new} " in output, output
+    assert "unknown key" not in output and "missing (required" not in output
+
 def test_gpu_smoke_config_plans_every_stage_with_vllm_sampling(tmp_path, venv_env):
     jobs, details = plan(tmp_path, venv_env, REPO / "configs" / "gpu-smoke.yaml")
-    assert jobs["tiny_data"] == 1 and jobs["fetch_model"] == 2 and "base_model" not in jobs
+    assert jobs["tiny_data"] == 1 and jobs["fetch_model"] == 2 and "base" not in jobs
     assert all("--backend vllm" in job["shell"]
-               for job in by_rule(details, "generate_shard") + by_rule(details, "evaluate"))
+               for job in by_rule(details, "generate") + by_rule(details, "evaluate"))
     assert all("--use_vllm true --vllm_mode colocate" in job["shell"]
-               for rule in ("r1_zero_grpo", "reasoning_rl", "final_rl") for job in by_rule(details, rule))
+               for rule in ("r1_zero", "reasoning_rl", "final_rl") for job in by_rule(details, rule))
 
 
 def test_a_stage_s_own_cpu_setting_replaces_the_default_s_either_way():

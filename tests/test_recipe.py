@@ -19,7 +19,7 @@ RULES = {name for path in (REPO / "rules").glob("*.smk")
 
 def test_start_from_takes_exactly_what_the_recipe_lets_a_user_bring():
     assert set(SCHEMA_TEXT["properties"]["start_from"]["propertyNames"]["enum"]) == set(BROUGHT)
-    assert BROUGHT["mixture"] == "mixture" and BROUGHT["reward_model_harmless"] == "reward_model"
+    assert BROUGHT["rejection_sampling"] == "mixture" and BROUGHT["reward_model_harmless"] == "reward_model"
 
 
 def test_compute_has_a_key_for_each_stage_and_no_other():
@@ -40,7 +40,27 @@ def test_each_training_section_is_its_stage_s_kind():
     grpo = {name for name, spec in properties.items() if spec.get("$ref") == "#/$defs/grpo"}
     assert grpo == set(stages_of_kind("grpo"))
     sft = {name for name, spec in properties.items() if "sft" in spec.get("$ref", "")}
-    assert sft | {"distill"} == set(stages_of_kind("sft"))  # distillation's settings are distillation.sft
+    assert sft | {"distill"} == set(stages_of_kind("sft"))  # distillation's settings are distill.sft
+
+
+@pytest.mark.parametrize("config_name", ["tiny", "paper"])
+def test_each_stage_s_settings_are_where_the_table_says(config_name):
+    """One name per stage: its settings are its own section unless the table names another place, and
+    every section of the config is some stage's (or the run's own)."""
+    config = yaml.safe_load((REPO / "configs" / f"{config_name}.yaml").read_text())
+    students = config["distill"]["students"]
+    for stage in STAGES.values():
+        for kind in ("helpful", "harmless"):
+            for student in students:
+                node = config
+                for key in stage.settings.format(kind=kind, student=student).split("."):
+                    assert isinstance(node, dict) and key in node, f"{stage.name}: no {stage.settings}"
+                    node = node[key]
+    run_sections = {"run_name", "results_dir", "seed", "tracking", "data", "evaluation", "compute", "containers",
+                    "start_from"}
+    assert set(config) - run_sections <= {stage.settings.partition(".")[0] for stage in STAGES.values()}
+    assert [stage.name for stage in STAGES.values() if stage.settings != stage.name] == \
+        ["student", "generate", "reward_model", "distill"]
 
 
 @pytest.mark.parametrize("name", STAGES)

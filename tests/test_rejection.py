@@ -10,9 +10,9 @@ from collections import Counter
 import pyarrow.parquet as pq
 import pytest
 
-from stages import generate, rejection
+from stages import generate, rejection_sampling
 from stages.generate import completed_prompts, shard_rows
-from stages.rejection import RejectionConfig, assemble, longest_paragraph, repeated_ngram_share
+from stages.rejection_sampling import RejectionConfig, assemble, longest_paragraph, repeated_ngram_share
 from stages.rewards.sandbox import isolation_problem
 from tests.snakemake_helpers import REPO
 
@@ -41,7 +41,7 @@ def _run(tmp_path, rows, general, *flags, shards=1, targets=("math=1000",), name
     """The stage through its command line; returns the mixture rows and the manifest's metrics."""
     paths = _write_shards(tmp_path, rows, shards) if rows is not None else sorted(tmp_path.glob("shard-*.jsonl"))
     out = tmp_path / name
-    rejection.main(["--shards", *map(str, paths), "--general_data", str(general), "--targets", *targets,
+    rejection_sampling.main(["--shards", *map(str, paths), "--general_data", str(general), "--targets", *targets,
                     "--output_dir", str(out), "--work_dir", str(tmp_path / "work"), "--max_paragraph_chars", "100",
                     "--allow_shortfall", "true", *flags])
     return (pq.read_table(out / "mixture.parquet").to_pylist(),
@@ -71,7 +71,7 @@ def test_each_filter_removes_its_case_and_counts_it(small_data_dir, tmp_path):
 def _in_memory_mixture(rows, config, general):
     """The stage's selection as it was before it streamed (every candidate in memory): the reference
     that the streaming stage must match row for row."""
-    filters = rejection.Filters(config)
+    filters = rejection_sampling.Filters(config)
     removed, kept, seen = Counter(), [], set()
     for row in rows:
         reason = filters.reason_to_drop(row)
@@ -91,8 +91,8 @@ def _in_memory_mixture(rows, config, general):
         if per_prompt[row["id"]] > config.max_per_prompt:
             removed["over_max_per_prompt"] += 1
         else:
-            pools.setdefault(row["domain"], []).append(rejection.reasoning_example(row))
-    pools["general"] = rejection.general_examples(general)
+            pools.setdefault(row["domain"], []).append(rejection_sampling.reasoning_example(row))
+    pools["general"] = rejection_sampling.general_examples(general)
     return assemble(pools, config.target_counts(), True, config.seed, 5, config.max_per_prompt), removed
 
 
@@ -109,7 +109,7 @@ def _pool(prompts=40):
 @pytest.mark.parametrize("workers", [1, 2])
 def test_streaming_gives_the_in_memory_verdicts_mixture_and_order(small_data_dir, tmp_path, monkeypatch, workers):
     rows, general = _pool(), small_data_dir / "general.parquet"
-    monkeypatch.setattr(rejection, "CHUNK_BYTES", 1500)  # 200 candidates in ~50 chunks over 3 shards
+    monkeypatch.setattr(rejection_sampling, "CHUNK_BYTES", 1500)  # 200 candidates in ~50 chunks over 3 shards
     mixture, metrics = _run(tmp_path, rows, general, "--num_workers", str(workers), "--max_per_prompt", "2",
                             shards=3, targets=("math=50", "general=7"))
     config = _config(max_per_prompt=2, targets=["math=50", "general=7"])
@@ -122,7 +122,7 @@ def test_streaming_gives_the_in_memory_verdicts_mixture_and_order(small_data_dir
 
 def test_a_rerun_reuses_the_verified_chunks_and_verifies_a_torn_rest(small_data_dir, tmp_path, monkeypatch, capsys):
     general = small_data_dir / "general.parquet"
-    monkeypatch.setattr(rejection, "CHUNK_BYTES", 1500)
+    monkeypatch.setattr(rejection_sampling, "CHUNK_BYTES", 1500)
     first, _ = _run(tmp_path, _pool(), general, "--num_workers", "1", targets=("math=30",))
     log = tmp_path / "work" / "verdicts.jsonl"
     lines = log.read_text().splitlines(keepends=True)
@@ -143,7 +143,8 @@ def test_a_killed_stage_resumes_from_its_verified_chunks(small_data_dir, tmp_pat
     paths = _write_shards(tmp_path, _pool(prompts=400), shards=2)
     out, work = tmp_path / "mixture", tmp_path / "work"
     log = work / "verdicts.jsonl"
-    script = ("import sys; from stages import rejection; rejection.CHUNK_BYTES = 1500; rejection.main(sys.argv[1:])")
+    script = ("import sys; from stages import rejection_sampling as stage; "
+              "stage.CHUNK_BYTES = 1500; stage.main(sys.argv[1:])")
     argv = [sys.executable, "-c", script, "--shards", *map(str, paths), "--general_data",
             str(small_data_dir / "general.parquet"), "--targets", "math=100", "--output_dir", str(out),
             "--work_dir", str(work), "--max_paragraph_chars", "100", "--num_workers", "1"]
@@ -256,7 +257,7 @@ def test_rejection_cli_writes_the_mixture_and_counts_that_add_up(small_data_dir,
     rows = [_row("p1", 0, GOOD), _row("p1", 1, "no"), _row("p2", 0, GOOD), _row("p3", 0, GOOD.replace("5}", "7}"))]
     shard.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "mixture"
-    rejection.main(["--shards", str(shard), "--general_data", str(small_data_dir / "general.parquet"),
+    rejection_sampling.main(["--shards", str(shard), "--general_data", str(small_data_dir / "general.parquet"),
                     "--targets", "math=2", "general=3", "--output_dir", str(out)])
     mixture = pq.read_table(out / "mixture.parquet").to_pylist()
     assert sorted(r["domain"] for r in mixture) == ["general"] * 3 + ["math"] * 2
@@ -279,11 +280,11 @@ def test_a_broken_shard_line_is_named(small_data_dir, tmp_path, workers):
     shard = tmp_path / "shard-3.jsonl"
     shard.write_text(json.dumps(_row("p1", 0, GOOD)) + "\n" + json.dumps(_row("p2", 0, GOOD)) + "\n{oops\n")
     with pytest.raises(ValueError, match=r"shard-3\.jsonl:3: not JSON"):
-        rejection.main(["--shards", str(shard), "--general_data", str(small_data_dir / "general.parquet"),
+        rejection_sampling.main(["--shards", str(shard), "--general_data", str(small_data_dir / "general.parquet"),
                         "--targets", "math=1", "--output_dir", str(tmp_path / "out"), "--num_workers", workers])
     shard.write_text(json.dumps({"id": "p1"}) + "\n")
     with pytest.raises(ValueError, match=r"shard-3\.jsonl:1: missing field\(s\) \['sample'"):
-        rejection.main(["--shards", str(shard), "--general_data", str(small_data_dir / "general.parquet"),
+        rejection_sampling.main(["--shards", str(shard), "--general_data", str(small_data_dir / "general.parquet"),
                         "--targets", "math=1", "--output_dir", str(tmp_path / "out"), "--num_workers", workers])
 
 

@@ -129,10 +129,10 @@ def test_the_fast_dag_runs_as_slurm_jobs_with_the_resources_its_config_asks(clus
     assert sorted(step["NodeList"] for step in steps) == ["n1", "n2"]  # one launcher task per node
     assert all(step["NTasks"] == "1" for step in steps)
 
-    (grpo,) = ran["r1_zero_grpo"]
+    (grpo,) = ran["r1_zero"]
     assert "gres/gpu=1" in grpo["AllocTRES"] and grpo["NNodes"] == "1"
     assert all(job["ReqCPUS"] == "2" for job in ran["evaluate"])
-    assert all("mem=1500M" in job["AllocTRES"] for job in ran["generate_shard"])
+    assert all("mem=1500M" in job["AllocTRES"] for job in ran["generate"])
 
     # every stage ran in its image: the 2-node SFT's launcher put each node's task in the CPU image
     calls = [json.loads(line)["argv"] for line in Path(env["R1_FAKE_APPTAINER_LOG"]).read_text().splitlines()]

@@ -15,7 +15,7 @@ from stages.data.prepare import PrepareConfig
 from stages.data.tiny import TinyDataConfig
 from stages.evaluate import EvaluateConfig
 from stages.generate import GenerateConfig
-from stages.rejection import RejectionConfig
+from stages.rejection_sampling import RejectionConfig
 from tests.snakemake_helpers import REPO, merged, planned_job_details, snakemake, write_config
 
 TRACKING = {"report_to", "run_name", "project", "tensorboard_dir"}

@@ -35,19 +35,19 @@ def plan(tmp_path, venv_env, target, start_from, *extra):
 
 @pytest.mark.parametrize("stage, target, runs, skipped", [
     # Dev1 brought: reasoning RL runs on it; neither cold-start SFT nor the base model it needed
-    ("cold_start_sft", "dev2", {"reasoning_rl", "evaluate"}, {"cold_start_sft", "base_model"}),
+    ("cold_start_sft", "dev2", {"reasoning_rl", "evaluate"}, {"cold_start_sft", "base"}),
     # Dev2 brought: rejection sampling samples from it; Dev1 and reasoning RL are gone
-    ("reasoning_rl", "dev3", {"generate_shard", "rejection_sampling", "mixture_sft"},
+    ("reasoning_rl", "dev3", {"generate", "rejection_sampling", "mixture_sft"},
      {"cold_start_sft", "reasoning_rl"}),
     # the mixture brought: Dev3 trains on it; no sampling, no Dev2
-    ("mixture", "dev3", {"mixture_sft", "evaluate"}, {"generate_shard", "rejection_sampling", "reasoning_rl"}),
+    ("rejection_sampling", "dev3", {"mixture_sft", "evaluate"}, {"generate", "rejection_sampling", "reasoning_rl"}),
     # Dev3 brought: the final RL starts from it
     ("mixture_sft", "final", {"final_rl", "reward_model", "evaluate"},
-     {"mixture_sft", "generate_shard", "rejection_sampling", "reasoning_rl", "cold_start_sft"}),
+     {"mixture_sft", "generate", "rejection_sampling", "reasoning_rl", "cold_start_sft"}),
 ])
 def test_a_brought_artifact_takes_its_stage_and_upstream_out_of_the_plan(tmp_path, venv_env, brought, stage, target,
                                                                           runs, skipped):
-    path = brought["mixture"] if stage == "mixture" else brought["model"]
+    path = brought["mixture"] if stage == "rejection_sampling" else brought["model"]
     jobs = plan(tmp_path, venv_env, target, {stage: path})
     assert runs <= set(jobs), jobs
     assert not skipped & set(jobs), jobs
@@ -62,8 +62,9 @@ def test_start_from_on_the_command_line(tmp_path, venv_env, brought):
 
 
 def test_the_whole_run_reports_with_brought_artifacts(tmp_path, venv_env, brought):
-    jobs = plan(tmp_path, venv_env, "all", {"mixture": brought["mixture"], "reasoning_rl": brought["model"]})
-    assert "report" in jobs and "rejection_sampling" not in jobs and "generate_shard" not in jobs
+    jobs = plan(tmp_path, venv_env, "all",
+                {"rejection_sampling": brought["mixture"], "reasoning_rl": brought["model"]})
+    assert "report" in jobs and "rejection_sampling" not in jobs and "generate" not in jobs
 
 
 @pytest.mark.parametrize("stage, make, message", [
@@ -72,7 +73,7 @@ def test_the_whole_run_reports_with_brought_artifacts(tmp_path, venv_env, brough
     ("reasoning_rl", lambda d, b: _without(b["model"], d, "model.safetensors"), "no weights"),
     ("mixture_sft", lambda d, b: _without(b["model"], d, "tokenizer.json"), "no tokenizer"),
     ("reward_model_helpful", lambda d, b: b["model"], "not a reward model"),
-    ("mixture", lambda d, b: b["model"], "no mixture.parquet"),
+    ("rejection_sampling", lambda d, b: b["model"], "no mixture.parquet"),
 ])
 def test_unusable_artifacts_are_named_before_any_job(tmp_path, venv_env, brought, stage, make, message):
     path = make(tmp_path, brought)
@@ -86,7 +87,7 @@ def test_unusable_artifacts_are_named_before_any_job(tmp_path, venv_env, brought
 
 def test_a_mixture_without_the_sft_columns_is_named(tmp_path):
     pq.write_table(pa.table({"id": ["a"], "text": ["x"]}), tmp_path / "mixture.parquet")
-    (problem,) = artifact_problems("mixture", str(tmp_path))
+    (problem,) = artifact_problems("rejection_sampling", str(tmp_path))
     assert "mixture.parquet lacks column(s) ['domain', 'messages']" in problem
 
 

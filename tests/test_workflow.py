@@ -7,9 +7,9 @@ import torch
 
 from tests.snakemake_helpers import FAST, TINY, merged, planned_jobs, snakemake, write_config
 
-EXPECTED_PLAN = {"all": 1, "tiny_data": 1, "base_model": 2, "r1_zero_grpo": 1, "cold_start_sft": 1, "reasoning_rl": 1,
-                 "generate_shard": 4, "rejection_sampling": 1, "mixture_sft": 1, "reward_model": 2, "final_rl": 1,
-                 "distill_student": 1, "evaluate": 8, "report": 1}
+EXPECTED_PLAN = {"all": 1, "tiny_data": 1, "base": 2, "r1_zero": 1, "cold_start_sft": 1, "reasoning_rl": 1,
+                 "generate": 4, "rejection_sampling": 1, "mixture_sft": 1, "reward_model": 2, "final_rl": 1,
+                 "distill": 1, "evaluate": 8, "report": 1}
 
 
 def test_dry_run_of_the_embedded_tiny_config_lists_the_dag(tmp_path, venv_env):
@@ -32,8 +32,8 @@ def test_dry_run_of_the_embedded_tiny_config_lists_the_dag(tmp_path, venv_env):
     ({"reasoning_rl": {"num_generations": 3, "questions_per_step": 3, "gradient_accumulation_steps": 2}},
      ["reasoning_rl: questions_per_step x num_generations = 9"]),
     ({"r1_zero": {"loss_type": "ppo"}}, ["'ppo' is not one of", "loss_type"]),
-    ({"base_model": {"build": TINY["base_model"]["build"], "name_or_path": "Qwen/Qwen2.5-Math-1.5B"}},
-     ["is valid under each of", "base_model"]),
+    ({"base": {"build": TINY["base"]["build"], "name_or_path": "Qwen/Qwen2.5-Math-1.5B"}},
+     ["is valid under each of", "base"]),
 ])
 def test_a_bad_config_fails_before_any_job_and_names_the_key(tmp_path, venv_env, override, named):
     config = write_config(tmp_path, merged(TINY, override))
@@ -73,10 +73,12 @@ def test_the_tiny_dag_runs_end_to_end(tmp_path, venv_env):
     run = tmp_path / "results" / "tiny"
     stages = ("base", "r1_zero", "cold_start_sft", "reasoning_rl", "mixture_sft", "final_rl", "student_small",
               "distill_small")
-    for stage in ("data", "mixture", "reward_model_helpful", "reward_model_harmless", *stages,
+    for stage in ("data", "rejection_sampling", "reward_model_helpful", "reward_model_harmless", *stages,
                   *(f"eval/{s}" for s in stages), "report"):
         manifest = json.loads((run / stage / "manifest.json").read_text())
         assert manifest["code_version"] and manifest["packages"]["torch"] == torch.__version__
+        if stage in stages or stage.startswith(("rejection_sampling", "reward_model")):
+            assert manifest["stage"] == stage, "one name per stage: the manifest's is its folder's"
     for stage in stages:
         assert (run / stage / "metrics.jsonl").stat().st_size > 0
         assert (run / ".work" / stage).is_dir(), "checkpoints live outside the outputs"
@@ -101,7 +103,7 @@ def test_the_tiny_dag_runs_end_to_end(tmp_path, venv_env):
     assert scores["cold_start_sft"]["math"]["k"] == 2 and scores["base"]["math"]["num_prompts"] == 6
     assert scores["final_rl"]["code"]["num_prompts"] == 6 and "| code pass_at_1 |" in table  # the code domain's column
     assert not list(run.rglob("*.partial"))
-    mixture = json.loads((run / "mixture" / "manifest.json").read_text())["metrics"]
+    mixture = json.loads((run / "rejection_sampling" / "manifest.json").read_text())["metrics"]
     assert mixture["candidates"] == 12 * 2 == mixture["kept_reasoning"] + sum(mixture["removed"].values())
     assert mixture["selected"]["general"] == 5
     dev3 = json.loads((run / "mixture_sft" / "manifest.json").read_text())
@@ -124,7 +126,7 @@ def test_a_generation_shard_killed_mid_way_finishes_on_rerun_without_loss_or_dup
     config_path = write_config(tmp_path, config)
     run = tmp_path / "results" / "tiny"
     snakemake(tmp_path, config_path, "results/tiny/reasoning_rl", env=venv_env)  # targets: relative to -d
-    target = "results/tiny/rejection_sampling/shards/shard-0.jsonl"
+    target = "results/tiny/generate/shard-0.jsonl"
     shard = tmp_path / target
     work = run / ".work" / "generate" / "shard-0.jsonl"
     command = ["snakemake", target, "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "1",
@@ -171,13 +173,13 @@ def test_a_judge_in_the_config_judges_its_domains_in_the_rejection_job(tmp_path,
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(json.dumps({"id": f"p{shard}-{i}", "sample": 0, "prompt": "2 + 3?", "solution": "5",
                                             "domain": "math", "completion": good}) + "\n" for i in range(3)))
-    plan = snakemake(tmp_path, config_path, "-n", "-p", "results/tiny/mixture", "--rerun-triggers", "mtime",
+    plan = snakemake(tmp_path, config_path, "-n", "-p", "results/tiny/rejection_sampling", "--rerun-triggers", "mtime",
                      env=venv_env)
     assert planned_jobs(plan.stdout) == {"rejection_sampling": 1}
     assert f"--judge_model {tiny_model_dir} --judge_domains math --judge_batch_size 2" in plan.stdout
 
-    snakemake(tmp_path, config_path, "results/tiny/mixture", "--rerun-triggers", "mtime", env=venv_env)
-    metrics = json.loads((run / "mixture" / "manifest.json").read_text())["metrics"]
+    snakemake(tmp_path, config_path, "results/tiny/rejection_sampling", "--rerun-triggers", "mtime", env=venv_env)
+    metrics = json.loads((run / "rejection_sampling" / "manifest.json").read_text())["metrics"]
     assert metrics["judged"]["candidates"] == 6
     assert sum(metrics["judged"][k] for k in ("correct", "incorrect", "not_judged")) == 6
     assert len((run / ".work" / "rejection_sampling" / "judged.jsonl").read_text().splitlines()) == 1 + 6
@@ -187,7 +189,8 @@ def test_a_hub_judge_is_fetched_once_like_the_base_model(tmp_path, venv_env):
     config = merged(TINY, FAST)
     config["rejection_sampling"]["judge"] = {"name_or_path": "Qwen/Qwen2.5-72B-Instruct", "domains": ["math"],
                                              "backend": "vllm"}
-    plan = snakemake(tmp_path, write_config(tmp_path, config), "-n", "-p", "results/tiny/mixture", env=venv_env)
+    plan = snakemake(tmp_path, write_config(tmp_path, config), "-n", "-p", "results/tiny/rejection_sampling",
+                     env=venv_env)
     assert planned_jobs(plan.stdout)["fetch_model"] == 1
     assert "--name_or_path Qwen/Qwen2.5-72B-Instruct" in plan.stdout
     assert "--judge_model results/tiny/judge --judge_domains math --judge_backend vllm" in plan.stdout

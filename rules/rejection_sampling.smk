@@ -2,7 +2,7 @@
 # filters and the mixture with the non-reasoning share (gather).
 
 
-rule generate_shard:
+rule generate:
     input:
         model=artifact("reasoning_rl"),
         prompts=data_file("rl_prompts"),
@@ -35,7 +35,7 @@ rule rejection_sampling:
         general=data_file("general"),
         **judge_inputs(),
     output:
-        directory(result("mixture")),
+        directory(result("rejection_sampling")),
     log:
         log_file("rejection_sampling"),
     benchmark:
@@ -54,7 +54,7 @@ rule rejection_sampling:
     container:
         container_image("rejection_sampling")
     shell:
-        "python -m stages.rejection --shards {input.shards} --general_data {input.general}"
+        "python -m stages.rejection_sampling --shards {input.shards} --general_data {input.general}"
         " --targets {params.targets} --template {params.template} --language {params.language}"
         " --output_dir {output} --work_dir {params.work} --seed {params.seed}"
         " {params.args} {params.judge} > {log} 2>&1"
