@@ -115,7 +115,7 @@ def test_snakemake_runs_every_job_in_its_image(container_rootfs, env, tmp_path):
     containers = {"cpu": str(container_rootfs), "gpu": str(gpu_image)}
     config = merged(merged(TINY, FAST), {"compute": compute, "containers": containers})
     site_args = f"--nv --bind {REPO}:{REPO}:ro"
-    done = snakemake(tmp_path, write_config(tmp_path, config), "r1_zero", "dev1", "--sdm", "apptainer",
+    done = snakemake(tmp_path, write_config(tmp_path, config), "r1_zero_branch", "dev1", "--sdm", "apptainer",
                      "--apptainer-args", site_args, env=env, check=False)
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
 

@@ -169,7 +169,7 @@ def test_a_judge_in_the_config_judges_its_domains_in_the_rejection_job(tmp_path,
     (run / "data" / "manifest.json").write_text("{}")
     good = "<think>\n2 + 3 = 5\n</think>\n\nThe answer is \\boxed{5}."
     for shard in range(config["rejection_sampling"]["num_shards"]):
-        path = run / "rejection_sampling" / "shards" / f"shard-{shard}.jsonl"
+        path = run / "generate" / f"shard-{shard}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(json.dumps({"id": f"p{shard}-{i}", "sample": 0, "prompt": "2 + 3?", "solution": "5",
                                             "domain": "math", "completion": good}) + "\n" for i in range(3)))
