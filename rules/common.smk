@@ -7,7 +7,7 @@ import sys
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from stages.artifacts import MIXTURE, code_version
-from stages.config_checks import compute_settings, container_images, cross_field_errors, schema_errors
+from stages.config_checks import compute_settings, container_images, cross_field_errors, schema_errors, settings_at
 from stages.configs import GRPOStageConfig, default_of
 from stages.recipe import REWARD_MODEL_KINDS, STAGES, template_of
 
@@ -105,14 +105,25 @@ def tracking_args(stage, grpo=False):
 
 
 def training_params(stage, exclude=()):
-    """The params of a one-job training rule: the seed, how the stage starts (its module, maybe through
-    stages.launch) and its flags: name, template (RL stages), work directory, its config section
-    (less `exclude`, the section's wiring keys) and tracking."""
+    """The params of a training rule: the seed, how the stage starts (its module, maybe through
+    stages.launch) and its flags: the job's name (its output folder: `--kind` for a reward model),
+    template (RL stages), work directory, settings (less `exclude`, the section's wiring keys) and
+    tracking. A stage with a job per reward model kind or per student takes them from the job's
+    wildcards."""
     spec = STAGES[stage]
     rl = spec.kind == "grpo"
-    flags = f"--stage {stage}" + (f" --template {spec.template}" if rl else "") + f" --work_dir {work_dir(stage)}"
-    return {"seed": config["seed"], "launch": launcher(stage, spec.module),
-            "args": f"{flags} {stage_args(config[stage], exclude)}{tracking_args(stage, grpo=rl)}"}
+
+    def args(wildcards):
+        values = dict(wildcards.items())
+        name = spec.output.format(**values)
+        naming = f"--kind {values['kind']}" if spec.kind == "reward_model" else f"--stage {name}"
+        flags = naming + (f" --template {spec.template}" if rl else "") + f" --work_dir {work_dir(name)}"
+        settings = settings_at(config, spec.settings.format(**values))
+        if "student" in values:  # a student's own `sft` keys, over distill.sft
+            settings = {**settings, **config["distill"]["students"][values["student"]].get("sft", {})}
+        return f"{flags} {stage_args(settings, exclude)}{tracking_args(name, grpo=rl)}"
+
+    return {"seed": config["seed"], "launch": launcher(stage, spec.module), "args": args}
 
 
 # The shell tail of every training rule

@@ -12,15 +12,11 @@ rule reward_model:
     benchmark:
         benchmark_file("reward_model_{kind}")
     params:
-        seed=config["seed"],
-        launch=launcher("reward_model", "stages.reward_model"),
-        work=lambda wc: work_dir(f"reward_model_{wc.kind}"),
-        args=lambda wc: stage_args(config["reward_model"][wc.kind]) + tracking_args(f"reward_model_{wc.kind}"),
+        **training_params("reward_model"),
     threads: 2
     resources:
         **stage_resources("reward_model"),
     container:
         container_image("reward_model")
     shell:
-        "{params.launch} --kind {wildcards.kind} --model_path {input.model} --data {input.data}"
-        " --output_dir {output} --work_dir {params.work} --seed {params.seed} {params.args} > {log} 2>&1"
+        "{params.launch} --model_path {input.model} --data {input.data}" + TRAINED_INTO

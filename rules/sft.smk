@@ -57,19 +57,12 @@ rule distill:
     benchmark:
         benchmark_file("distill_{student}")
     params:
-        seed=config["seed"],
-        launch=launcher("distill", "stages.sft"),
+        **training_params("distill"),
         mixture=os.path.join(artifact("rejection_sampling"), MIXTURE),
-        work=lambda wc: work_dir(f"distill_{wc.student}"),
-        args=lambda wc: stage_args({**config["distill"]["sft"],
-                                    **config["distill"]["students"][wc.student].get("sft", {})})
-                        + tracking_args(f"distill_{wc.student}"),
     threads: 2
     resources:
         **stage_resources("distill"),
     container:
         container_image("distill")
     shell:
-        "{params.launch} --stage distill_{wildcards.student} --model_path {input.model}"
-        " --train_data {params.mixture} --output_dir {output} --work_dir {params.work}"
-        " --seed {params.seed} {params.args} > {log} 2>&1"
+        "{params.launch} --model_path {input.model} --train_data {params.mixture}" + TRAINED_INTO

@@ -44,6 +44,7 @@ from stages.judge import Judge, parse_verdict
 from stages.rewards.answers import extract_final_answer
 from stages.rewards.grading import Grader
 from stages.rewards.language import target_language_share
+from stages.rewards.steps import wrong_steps
 from stages.templates import chat_messages, reasoning_of, response_format, summary_of
 
 NON_REASONING = "general"  # the target name of the non-reasoning share
@@ -59,6 +60,9 @@ class RejectionConfig:
                                                  "(paper: ~600K reasoning + ~200K general)."})
     template: str = field(default="chat", metadata={"help": "Response format of the sampled responses."})
     max_per_prompt: int = field(default=1, metadata={"help": "Correct responses kept per prompt."})
+    check_steps: bool = field(default=False, metadata={"help": "Drop math responses with a wrong computation in "
+                                                               "their reasoning (2 + 3 = 6): a right answer "
+                                                               "through a wrong step teaches the wrong fact."})
     language: str = field(default="en", metadata={"help": "Target language of the reasoning."})
     min_language_share: float = field(default=1.0, metadata={"help": "Drop CoTs with a smaller "
                                                                      "share of target-language words."})
@@ -145,6 +149,8 @@ class Filters:
         if not self.grader.format.is_well_formatted(text):
             return "bad_format"
         reasoning = reasoning_of(text)
+        if config.check_steps and row["domain"] == "math" and wrong_steps(reasoning):
+            return "wrong_step"
         if target_language_share(reasoning, config.language) < config.min_language_share:
             return "mixed_language"
         if longest_paragraph(reasoning) > config.max_paragraph_chars:

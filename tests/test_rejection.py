@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 import random
@@ -59,13 +60,33 @@ def test_each_filter_removes_its_case_and_counts_it(small_data_dir, tmp_path):
         _row("f", 0, "<think>\n" + "add two and three " * 5 + "\n</think>\n\n\\boxed{5}"),  # repetition
         _row("a", 2, GOOD + " "),                                                          # duplicate of a/0
         _row("g", 0, GOOD), _row("g", 1, GOOD.replace("The answer", "So the answer")),     # one over max_per_prompt
+        _row("h", 0, GOOD.replace("2 + 3 = 5", "2 + 3 = 6\n6 - 1 = 5")),                   # wrong_step
     ]
     mixture, metrics = _run(tmp_path, rows, small_data_dir / "general.parquet", "--num_workers", "1",
-                            targets=("math=1000",))
+                            "--check_steps", "true", targets=("math=1000",))
     assert metrics["removed"] == {"incorrect": 1, "bad_format": 1, "mixed_language": 1, "long_paragraph": 1,
-                                  "code_in_reasoning": 1, "repetition": 1, "duplicate": 1, "over_max_per_prompt": 1}
+                                  "code_in_reasoning": 1, "repetition": 1, "duplicate": 1, "over_max_per_prompt": 1,
+                                  "wrong_step": 1}
     assert sorted(r["id"].split("-")[0] for r in mixture) == ["a", "g"]
     assert len(rows) == metrics["kept_reasoning"] + sum(metrics["removed"].values())
+
+
+def test_the_step_check_is_the_configs_choice_and_reads_math_only(small_data_dir, tmp_path):
+    wrong_step = GOOD.replace("2 + 3 = 5", "2 + 3 = 6\n6 - 1 = 5")
+    rows = [_row("h", 0, wrong_step), _row("i", 0, wrong_step.replace("\\boxed{5}", "```python\nprint(5)\n```"),
+                                           solution="", domain="code")]
+    rows[1]["tests"] = json.dumps([{"input": "", "output": "5\n"}])
+    general = small_data_dir / "general.parquet"
+    config = rejection_sampling.RejectionConfig(shards=[], general_data=str(general), output_dir="", targets=[],
+                                                allow_rlimit_only=True)
+    checked = rejection_sampling.Filters(dataclasses.replace(config, check_steps=True))
+    unchecked = rejection_sampling.Filters(config)
+    try:
+        assert checked.reason_to_drop(rows[0]) == "wrong_step" and unchecked.reason_to_drop(rows[0]) is None
+        assert checked.reason_to_drop(rows[1]) is None  # code reasoning is not arithmetic to check
+    finally:
+        checked.grader.close()
+        unchecked.grader.close()
 
 
 def _in_memory_mixture(rows, config, general):

@@ -7,6 +7,7 @@ from stages.rewards.answers import extract_final_answer
 from stages.rewards.code import extract_program
 from stages.rewards.functions import RewardSettings, build_reward_functions
 from stages.rewards.grading import Grader
+from stages.rewards.steps import wrong_steps
 from stages.rewards.verify import AnswerVerifier, fast_verdict
 from stages.templates import CHAT, FORMATS, R1_ZERO, response_format, summary_of
 
@@ -180,3 +181,33 @@ def test_the_rewards_and_the_grader_are_one_judge():
     finally:
         grader.close()
         accuracy.grader.close()
+
+
+@pytest.mark.parametrize("reasoning, wrong", [
+    ("10 - 7 = 3\n3 + 2 = 5", []),
+    ("<think> 10 - 7 = 4. 4 - 1 = 3. </think>", ["10 - 7 = 4"]),  # the gold answer through a wrong step
+    ("2 + 3 * 4 = 14, and 2 + 3 * 4 = 20", ["2 + 3 * 4 = 20"]),  # operator precedence
+    ("3 × 4 = 13 and 12 ÷ 4 = 3", ["3 × 4 = 13"]),
+    ("10 / 3 = 3.33 or 3.3 but not 10 / 3 = 3", ["10 / 3 = 3"]),  # a rounded result may be written rounded
+    ("5 - 8 = -3. 7 / 0 = 1", ["7 / 0 = 1"]),
+    ("10 减 7 等于 4", ["10  -  7  =  4"]),  # the tiny data's Chinese steps
+    ("$2 + 3 = 6$", ["2 + 3 = 6"]),
+    # symbolic or part of something larger: not checked
+    ("x + 2 = 5; 2^3 + 1 = 9; (a + 1) * 2 = 6; a - 2 + 3 = 7; 2 + 3 = 5 + 1 = 6; 2x + 1 = 3", []),
+    ("1,000 + 5 = 1,005 and 0.1 + 0.2 = 0.3 and 12 + 5 = 17 apples", []),
+])
+def test_wrong_steps_are_the_false_computations(reasoning, wrong):
+    assert wrong_steps(reasoning) == wrong
+
+
+def test_the_tiny_data_s_worked_steps_all_hold():
+    """The check's premise: a gold solution passes it (as the rejection filter will require)."""
+    import random
+
+    from stages.data.arithmetic import make_problem
+    rng = random.Random(0)
+    for level in (1, 2, 3, 4):
+        for _ in range(200):
+            problem = make_problem(rng, level)
+            for fmt in (CHAT, R1_ZERO):
+                assert wrong_steps(fmt.math_completion(problem.worked_steps, problem.answer)) == []
