@@ -3,6 +3,7 @@ import random
 import re
 import subprocess
 import sys
+from collections import Counter
 
 import pyarrow.parquet as pq
 import pytest
@@ -11,7 +12,7 @@ from stages.data import general
 from stages.data.arithmetic import make_problem, solve
 from stages.data.programs import make_code_problem
 from stages.data.schema import FILES, SCHEMAS, normalize_prompt, parse_tests, read_table
-from stages.data.tiny import TinyDataConfig, generate, held_out_overlaps
+from stages.data.tiny import TinyDataConfig, _unique_problems, generate, held_out_overlaps
 from stages.rewards.code import extract_program, same_output
 from stages.templates import CHAT
 from stages.tokenizer import chat_template_renderer
@@ -77,13 +78,49 @@ def test_numbers_stay_within_the_configured_range_in_problems_and_drills():
     assert math_pairs and all(int(re.search(r"boxed\{(\d+)\}", row["chosen"]).group(1)) <= 40 for row in math_pairs)
 
 
-@pytest.mark.parametrize("bad", [dict(drill_share=0.5), dict(max_value=20), dict(max_amount=1)])
+@pytest.mark.parametrize("bad", [dict(drill_share=0.5), dict(max_value=20), dict(max_amount=1),
+                                 dict(pretrain_level_weights=[1.0, 1.0]), dict(pretrain_level_weights=[0, 0, 0]),
+                                 dict(distractor_share=1.5)])
 def test_out_of_range_number_and_drill_settings_are_refused(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         TinyDataConfig(output_dir="unused", **bad)
 
 
-@pytest.mark.parametrize("level", [1, 2, 3, 4])
+def test_each_training_set_draws_its_own_levels_and_the_evaluation_set_all():
+    tables = generate(TinyDataConfig(output_dir="unused", seed=0, levels=[1, 2, 3, 4, 5], cold_start_levels=[1, 2],
+                                     rl_levels=[3, 4, 5], **SMALL_DATA), chat_template_renderer())
+    assert {row["level"] for row in tables["eval_math"]} == {1, 2, 3, 4, 5}
+    assert {row["level"] for row in tables["rl_prompts"] if row["domain"] == "math"} == {3, 4, 5}
+    cold_prompts = {row["messages"][0]["content"] for row in tables["cold_start"] if row["domain"] == "math"}
+    assert cold_prompts and all(len(re.findall(r" = ", row["messages"][-1]["content"])) <= 2
+                                for row in tables["cold_start"] if row["domain"] == "math")
+    assert held_out_overlaps(tables) == []
+
+
+def test_corpus_level_weights_set_each_levels_share():
+    rng = random.Random(0)
+    problems = _unique_problems(rng, 2000, [1, 2, 3], weights=[6, 2, 0])
+    counts = Counter(p.level for p in problems)
+    assert counts[3] == 0 and 0.65 < counts[1] / 2000 < 0.85
+
+
+def _sentences(prompt):
+    return re.split(r"(?<=[.?]) ", prompt)
+
+
+@pytest.mark.parametrize("level", [2, 4, 6])
+def test_a_distractor_adds_one_sentence_whose_number_no_step_uses(level):
+    rng = random.Random(level)
+    for _ in range(100):
+        problem = make_problem(rng, level, 50, 9, distractor_share=1.0)
+        plain_sentences = 2 + sum(1 for step in problem.steps if step.sentence)
+        assert len(_sentences(problem.prompt)) == plain_sentences + 1
+        assert solve(problem.worked_steps) == problem.answer and len(problem.steps) == level
+    one_step = [make_problem(rng, 1, 50, 9, distractor_share=1.0) for _ in range(50)]
+    assert all(len(_sentences(p.prompt)) == 3 for p in one_step)  # level 1 stays a one-operation problem
+
+
+@pytest.mark.parametrize("level", [1, 2, 3, 4, 5, 6])
 def test_every_level_can_be_generated(level):
     rng = random.Random(level)
     problems = [make_problem(rng, level) for _ in range(50)]

@@ -103,8 +103,23 @@ def _buy_containers_step(rng: random.Random, total: int, pronoun: str, item: str
 STEP_KINDS = (_add_step, _subtract_step, _multiply_step)
 
 
-def make_problem(rng: random.Random, level: int, max_value: int = MAX_VALUE, max_amount: int = MAX_AMOUNT) -> Problem:
-    """A problem with `level` operations (level 1..4), every intermediate result in 0..max_value."""
+def _distractor(rng: random.Random, name: str, pronoun: str, item: str) -> str:
+    """A sentence with a number that changes nothing: the solver must leave it out of the steps."""
+    other = rng.choice([n for n, _ in NAMES if n != name])
+    other_item = rng.choice([i for i in ITEMS if i != item])
+    amount = rng.randint(2, 20)
+    return rng.choice([
+        f"{other} has {amount} {item}.",
+        f"{other} has {amount} {other_item}.",
+        f"{pronoun.capitalize()} sees {amount} {other_item} in a shop.",
+    ])
+
+
+def make_problem(rng: random.Random, level: int, max_value: int = MAX_VALUE, max_amount: int = MAX_AMOUNT,
+                 distractor_share: float = 0.0) -> Problem:
+    """A problem with `level` operations, every intermediate result in 0..max_value. With
+    `distractor_share`, that share of the problems of level 2 and up carries one sentence whose number
+    is not part of the solution."""
     name, pronoun = rng.choice(NAMES)
     item = rng.choice(ITEMS)
     while True:
@@ -128,6 +143,8 @@ def make_problem(rng: random.Random, level: int, max_value: int = MAX_VALUE, max
                 steps.append(step)
             total = steps[-1].result
         if len(steps) == level:
+            if distractor_share and level >= 2 and rng.random() < distractor_share:
+                sentences.insert(rng.randint(1, len(sentences)), _distractor(rng, name, pronoun, item))
             sentences.append(f"How many {item} does {name} have now?")
             return Problem(" ".join(sentences), total, level, tuple(steps))
 

@@ -30,8 +30,20 @@ CHINESE_OPS = {"+": "加", "-": "减", "*": "乘"}
 class TinyDataConfig:
     output_dir: str = field(metadata={"help": "Where the parquet files go."})
     seed: int = field(default=0, metadata={"help": "Every file is a function of this seed."})
-    levels: list[int] = field(default_factory=lambda: [1, 2, 3], metadata={"help": "Difficulty levels "
-                                                                                   "(operations per problem)."})
+    levels: list[int] = field(default_factory=lambda: [1, 2, 3], metadata={
+        "help": "Difficulty levels (operations per problem) of the evaluation set, and of every other set "
+                "unless set below."})
+    cold_start_levels: list[int] | None = field(default=None, metadata={
+        "help": "Levels of the cold-start problems (default: levels). The paper's cold start is small "
+                "and easier than its RL set."})
+    rl_levels: list[int] | None = field(default=None, metadata={"help": "Levels of the RL prompt pool "
+                                                                        "(default: levels)."})
+    pretrain_level_weights: list[float] | None = field(default=None, metadata={
+        "help": "Relative share of each of `levels` among the corpus problems (default: equal): small "
+                "weights on the deep levels leave the base model weak there, headroom for RL."})
+    distractor_share: float = field(default=0.0, metadata={
+        "help": "Share of problems (level 2 and up) with one sentence whose number is not part of the "
+                "solution."})
     num_rl_prompts: int = field(default=2000, metadata={"help": "Reasoning prompts for GRPO and rejection sampling."})
     num_cold_start: int = field(default=500, metadata={"help": "Long-CoT examples for cold-start SFT (Dev1)."})
     num_general: int = field(default=600, metadata={"help": "Non-reasoning instructions with references."})
@@ -62,16 +74,24 @@ class TinyDataConfig:
         if self.max_value < 30 or self.max_amount < 2:  # problems start with up to 20 items
             raise ValueError("max_value must be >= 30 and max_amount >= 2, "
                              f"got {self.max_value} and {self.max_amount}")
+        if self.pretrain_level_weights is not None and (
+                len(self.pretrain_level_weights) != len(self.levels) or min(self.pretrain_level_weights) < 0
+                or not sum(self.pretrain_level_weights) > 0):
+            raise ValueError(f"pretrain_level_weights must give one non-negative weight per entry of levels "
+                             f"{self.levels}, got {self.pretrain_level_weights}")
+        if not 0 <= self.distractor_share <= 1:
+            raise ValueError(f"distractor_share must be in [0, 1], got {self.distractor_share}")
 
 
-def _unique_problems(rng, n, levels, reject=lambda prompt: False, make=make_problem):
+def _unique_problems(rng, n, levels, reject=lambda prompt: False, make=make_problem, weights=None):
     seen, problems = set(), []
     attempts = 0
     while len(problems) < n:
         attempts += 1
         if attempts > 200 * n + 1000:
             raise RuntimeError(f"could not draw {n} distinct problems at levels {levels}: raise the levels")
-        problem = make(rng, rng.choice(levels))
+        level = rng.choice(levels) if weights is None else rng.choices(levels, weights)[0]
+        problem = make(rng, level)
         key = normalize_prompt(problem.prompt)
         if key in seen or reject(problem.prompt):
             continue
@@ -161,12 +181,15 @@ def _preference_rows(rng, make_pair, n, share, prefix):
 def generate(config: TinyDataConfig, chat_renderer) -> dict[str, list[dict]]:
     """All tables as lists of rows. `chat_renderer(messages) -> str` formats chat documents."""
     rng = random.Random(config.seed)
-    make_math = partial(make_problem, max_value=config.max_value, max_amount=config.max_amount)
+    make_math = partial(make_problem, max_value=config.max_value, max_amount=config.max_amount,
+                        distractor_share=config.distractor_share)
     eval_math = _unique_problems(rng, config.num_eval_math, config.levels, make=make_math)
     held_out_math = {normalize_prompt(p.prompt) for p in eval_math}
     is_held_out = lambda prompt: normalize_prompt(prompt) in held_out_math  # noqa: E731
-    rl = _unique_problems(rng, config.num_rl_prompts, config.levels, reject=is_held_out, make=make_math)
-    cold = _unique_problems(rng, config.num_cold_start, config.levels, reject=is_held_out, make=make_math)
+    rl = _unique_problems(rng, config.num_rl_prompts, config.rl_levels or config.levels, reject=is_held_out,
+                          make=make_math)
+    cold = _unique_problems(rng, config.num_cold_start, config.cold_start_levels or config.levels,
+                            reject=is_held_out, make=make_math)
 
     eval_general, seen = [], set()
     for _ in range(50 * config.num_eval_general):
@@ -184,7 +207,7 @@ def generate(config: TinyDataConfig, chat_renderer) -> dict[str, list[dict]]:
             general_train.append(item)
 
     corpus_problems = _unique_problems(rng, config.num_pretrain_docs, config.levels, reject=is_held_out,
-                                       make=make_math)
+                                       make=make_math, weights=config.pretrain_level_weights)
     corpus = [{"text": _corpus_document(rng, config, p, general_train[i % len(general_train)], chat_renderer)}
               for i, p in enumerate(corpus_problems)]
 
