@@ -90,6 +90,7 @@ def _unique_problems(rng, n, levels, reject=lambda prompt: False, make=make_prob
         attempts += 1
         if attempts > 200 * n + 1000:
             raise RuntimeError(f"could not draw {n} distinct problems at levels {levels}: raise the levels")
+        # rng.choice without weights: the default data stay the same, draw for draw, as before weights existed
         level = rng.choice(levels) if weights is None else rng.choices(levels, weights)[0]
         problem = make(rng, level)
         key = normalize_prompt(problem.prompt)
