@@ -80,7 +80,7 @@ def test_numbers_stay_within_the_configured_range_in_problems_and_drills():
 
 @pytest.mark.parametrize("bad", [dict(drill_share=0.5), dict(max_value=20), dict(max_amount=1),
                                  dict(pretrain_level_weights=[1.0, 1.0]), dict(pretrain_level_weights=[0, 0, 0]),
-                                 dict(distractor_share=1.5)])
+                                 dict(distractor_share=1.5), dict(think_format_share=-0.1)])
 def test_out_of_range_number_and_drill_settings_are_refused(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         TinyDataConfig(output_dir="unused", **bad)
@@ -101,6 +101,18 @@ def test_corpus_level_weights_set_each_levels_share():
     problems = _unique_problems(rng, 2000, [1, 2, 3], weights=[6, 2, 0])
     counts = Counter(p.level for p in problems)
     assert counts[3] == 0 and 0.65 < counts[1] / 2000 < 0.85
+
+
+def test_think_format_share_writes_chat_math_documents_in_the_cold_start_format():
+    def think_documents(share):
+        corpus = generate(TinyDataConfig(output_dir="unused", seed=0, think_format_share=share, **SMALL_DATA),
+                          chat_template_renderer())["pretrain"]
+        return [row["text"] for row in corpus if "<think>\n" in row["text"]], len(corpus)
+
+    assert think_documents(0.0)[0] == []  # the default base has never seen the cold-start format
+    documents, corpus_size = think_documents(1.0)
+    assert 0.05 < len(documents) / corpus_size < 0.15  # every chat math document: a tenth of the corpus
+    assert all(re.search(r"</think>\n\nThe answer is \\boxed\{\d+\}\.", text) for text in documents)
 
 
 def _sentences(prompt):

@@ -44,6 +44,10 @@ class TinyDataConfig:
     distractor_share: float = field(default=0.0, metadata={
         "help": "Share of problems (level 2 and up) with one sentence whose number is not part of the "
                 "solution."})
+    think_format_share: float = field(default=0.0, metadata={
+        "help": "Share of the corpus's chat math documents answered in the cold-start format (reasoning in "
+                "<think>, a boxed summary): real bases have seen reasoning traces (paper, Suppl. A.1), so a "
+                "short cold start can teach the format without narrowing the model."})
     num_rl_prompts: int = field(default=2000, metadata={"help": "Reasoning prompts for GRPO and rejection sampling."})
     num_cold_start: int = field(default=500, metadata={"help": "Long-CoT examples for cold-start SFT (Dev1)."})
     num_general: int = field(default=600, metadata={"help": "Non-reasoning instructions with references."})
@@ -79,8 +83,9 @@ class TinyDataConfig:
                 or not sum(self.pretrain_level_weights) > 0):
             raise ValueError(f"pretrain_level_weights must give one non-negative weight per entry of levels "
                              f"{self.levels}, got {self.pretrain_level_weights}")
-        if not 0 <= self.distractor_share <= 1:
-            raise ValueError(f"distractor_share must be in [0, 1], got {self.distractor_share}")
+        for name in ("distractor_share", "think_format_share"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
 
 
 def _unique_problems(rng, n, levels, reject=lambda prompt: False, make=make_problem, weights=None):
@@ -140,8 +145,12 @@ def _corpus_document(rng, config, problem, instruction, chat) -> str:
         facts = (random_fact(rng, config.max_value, config.max_amount) for _ in range(config.drill_facts))
         return " ".join(f"{s}." for s in [*steps, *facts])
     if roll < 0.55 + config.drill_share:
-        return chat([{"role": "user", "content": problem.prompt},
-                     {"role": "assistant", "content": f"{'. '.join(steps)}. The answer is {problem.answer}."}])
+        # the extra draw only when the share is set: the default corpus stays the same, draw for draw
+        if config.think_format_share and rng.random() < config.think_format_share:
+            answer = CHAT.math_completion(problem.worked_steps, problem.answer)
+        else:
+            answer = f"{'. '.join(steps)}. The answer is {problem.answer}."
+        return chat([{"role": "user", "content": problem.prompt}, {"role": "assistant", "content": answer}])
     domain, prompt, reference = instruction
     if rng.random() < 0.5:
         return chat([{"role": "user", "content": prompt}, {"role": "assistant", "content": reference}])
