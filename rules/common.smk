@@ -7,7 +7,8 @@ import sys
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from stages.artifacts import MIXTURE, code_version
-from stages.config_checks import compute_settings, container_images, cross_field_errors, schema_errors, settings_at
+from stages.config_checks import (cold_start_source, compute_settings, container_images, cross_field_errors,
+                                  schema_errors, settings_at)
 from stages.configs import GRPOStageConfig, default_of
 from stages.recipe import REWARD_MODEL_KINDS, STAGES, template_of
 
@@ -249,6 +250,19 @@ def task_container_prefix(stage):
     apptainer-args: --nv, site binds), for the launcher's tasks."""
     args = workflow.deployment_settings.apptainer_args
     return f"apptainer exec --home {shlex.quote(os.getcwd())} {args} {stage_image(stage)}"
+
+
+COLD_START_SOURCE = cold_start_source(config)
+
+
+def cold_start_input():
+    """What Dev1 learns: the data's cold-start rows, or the cold-start data built from R1-Zero's samples."""
+    return artifact("cold_start_data") if COLD_START_SOURCE == "r1_zero" else data_file("cold_start")
+
+
+def cold_start_file(wildcards, input):
+    """The file Dev1 trains on: the cold-start data folder's mixture, or the data file itself."""
+    return os.path.join(input.data, MIXTURE) if COLD_START_SOURCE == "r1_zero" else input.data
 
 
 def shard_file(shard):

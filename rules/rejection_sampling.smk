@@ -1,5 +1,6 @@
 # Rejection sampling: Dev2 samples responses per prompt in shards (scatter), then verification,
-# filters and the mixture with the non-reasoning share (gather).
+# filters and the mixture with the non-reasoning share (gather). The same modules build the cold start
+# from R1-Zero's samples where cold_start_data.source says so.
 
 
 rule generate:
@@ -58,3 +59,58 @@ rule rejection_sampling:
         " --targets {params.targets} --template {params.template} --language {params.language}"
         " --output_dir {output} --work_dir {params.work} --seed {params.seed}"
         " {params.args} {params.judge} > {log} 2>&1"
+
+
+if COLD_START_SOURCE == "r1_zero":
+    # The cold start from R1-Zero's own samples (paper, Supplementary B.3.2): R1-Zero answers the RL
+    # prompts in its template, the same filters keep what is right and readable, rewritten into the chat
+    # format Dev1 learns.
+
+    rule cold_start_samples:
+        input:
+            model=artifact("r1_zero"),
+            prompts=data_file("rl_prompts"),
+        output:
+            result(STAGES["cold_start_samples"].output, "samples.jsonl"),
+        log:
+            log_file("cold_start_samples"),
+        benchmark:
+            benchmark_file("cold_start_samples")
+        params:
+            seed=config["seed"],
+            work=os.path.join(work_dir("cold_start_samples"), "samples.jsonl"),
+            template=template_of("r1_zero"),
+            args=stage_args(settings_at(config, STAGES["cold_start_samples"].settings)),
+        threads: 2
+        resources:
+            **stage_resources(STAGES["cold_start_samples"].compute),
+        container:
+            container_image(STAGES["cold_start_samples"].compute)
+        shell:
+            "python -m stages.generate --model_path {input.model} --prompts {input.prompts} --template {params.template}"
+            " --work_file {params.work} --output_file {output} --seed {params.seed} {params.args} > {log} 2>&1"
+
+    rule cold_start_data:
+        input:
+            samples=rules.cold_start_samples.output,
+        output:
+            directory(result("cold_start_data")),
+        log:
+            log_file("cold_start_data"),
+        benchmark:
+            benchmark_file("cold_start_data")
+        params:
+            seed=config["seed"],
+            targets=" ".join(f"{d}={n}" for d, n in config["cold_start_data"]["targets"].items()),
+            template=template_of("r1_zero"),
+            language=config["reasoning_rl"].get("language", default_of(GRPOStageConfig, "language")),
+            args=stage_args(config["cold_start_data"].get("filters", {})),
+            work=work_dir("cold_start_data"),
+        resources:
+            **stage_resources(STAGES["cold_start_data"].compute),
+        container:
+            container_image(STAGES["cold_start_data"].compute)
+        shell:
+            "python -m stages.rejection_sampling --shards {input.samples} --targets {params.targets}"
+            " --template {params.template} --language {params.language} --output_dir {output}"
+            " --work_dir {params.work} --seed {params.seed} {params.args} > {log} 2>&1"

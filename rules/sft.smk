@@ -4,7 +4,7 @@
 rule cold_start_sft:
     input:
         model=model_path("base"),
-        data=data_file("cold_start"),
+        data=cold_start_input(),
     output:
         directory(result("cold_start_sft")),
     log:
@@ -13,13 +13,14 @@ rule cold_start_sft:
         benchmark_file("cold_start_sft")
     params:
         **training_params("cold_start_sft"),
+        data=cold_start_file,
     threads: 2
     resources:
         **stage_resources("cold_start_sft"),
     container:
         container_image("cold_start_sft")
     shell:
-        "{params.launch} --model_path {input.model} --train_data {input.data}" + TRAINED_INTO
+        "{params.launch} --model_path {input.model} --train_data {params.data}" + TRAINED_INTO
 
 
 rule mixture_sft:

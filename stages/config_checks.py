@@ -172,7 +172,8 @@ def data_errors(config: dict) -> list[str]:
     hub = config.get("data", {}).get("hub")
     if hub is None:
         return []
-    needed = list(TRAINING_SETS) + list(config.get("evaluation", {}).get("sets", {}).values())
+    needed = [name for name in TRAINING_SETS if name != "cold_start" or cold_start_source(config) == "dataset"]
+    needed += list(config.get("evaluation", {}).get("sets", {}).values())
     models = [config.get("base", {})] + list(config.get("distill", {}).get("students", {}).values())
     if any("build" in model for model in models):
         needed.append("pretrain")
@@ -180,8 +181,16 @@ def data_errors(config: dict) -> list[str]:
     return [f"data.hub.sets has no '{name}' (a stage reads it)" for name in missing]
 
 
+def cold_start_source(config: dict) -> str:
+    """What Dev1 learns: `dataset` (the data's cold-start rows) or `r1_zero` (R1-Zero's filtered samples)."""
+    return settings_at(config, "cold_start_data").get("source", "dataset")
+
+
 def cross_field_errors(config: dict) -> list[str]:
     errors = []
+    if "general" in settings_at(config, "cold_start_data").get("targets", {}):
+        errors.append("cold_start_data.targets.general: the cold start is R1-Zero's reasoning samples only; "
+                      "remove the key (general rows come with rejection_sampling.targets)")
     for section in GRPO_SECTIONS:
         grpo = config.get(section, {})
         rewards = grpo.get("rewards", default_of(GRPOStageConfig, "rewards"))

@@ -40,6 +40,13 @@ STAGES = {stage.name: stage for stage in (
           settings="distill.students.{student}"),
     Stage("r1_zero", "R1-Zero", "R1-Zero (GRPO on the base model)", "stages.grpo", "grpo", "r1_zero",
           template="r1_zero", compared_with="base", launchable=True, brought_as="policy"),
+    # Where `cold_start_data.source` is r1_zero, Dev1 learns R1-Zero's own samples, filtered and rewritten
+    # readable, as the paper built its cold start (Supplementary B.3.2); else the data set's cold-start rows.
+    Stage("cold_start_samples", "R1-Zero's samples", "R1-Zero's samples for the cold-start data", "stages.generate",
+          "generation", "cold_start_samples", template="", compute="generate", settings="cold_start_data.generation"),
+    Stage("cold_start_data", "Cold-start data", "the cold-start data built from R1-Zero's samples",
+          "stages.rejection_sampling", "rejection_sampling", "cold_start_data", template="",
+          compute="rejection_sampling"),
     Stage("cold_start_sft", "Dev1 (cold-start SFT)", "Dev1 (cold-start SFT)", "stages.sft", "sft", "cold_start_sft",
           compared_with="base", launchable=True, brought_as="policy"),
     Stage("reasoning_rl", "Dev2 (reasoning RL)", "Dev2 (reasoning-oriented RL)", "stages.grpo", "grpo",

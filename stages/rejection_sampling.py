@@ -4,6 +4,10 @@
         --general_data results/tiny/data/general.parquet --targets math=600 general=200 \
         --output_dir results/tiny/rejection_sampling --work_dir results/tiny/.work/rejection_sampling
 
+The same stage builds the cold start from R1-Zero's own samples (paper, Supplementary B.3.2): responses
+sampled in another format than the chat format are rewritten into it (`readable`), and there are no
+non-reasoning rows without `general_data`.
+
 Reasoning rows keep only responses whose final answer is correct (rule-based; a code row's program
 must pass its tests in the sandbox; a domain named in `judge_domains` is judged by a model instead),
 well formatted, in one language, without long paragraphs, code blocks in the reasoning or
@@ -42,10 +46,11 @@ from stages.data.schema import SCHEMAS, normalize_prompt, read_table
 from stages.generation import BackendOptions, load_generator
 from stages.judge import Judge, parse_verdict
 from stages.rewards.answers import extract_final_answer
+from stages.rewards.code import extract_program, is_code_row
 from stages.rewards.grading import Grader
 from stages.rewards.language import target_language_share
 from stages.rewards.steps import wrong_steps
-from stages.templates import chat_messages, reasoning_of, response_format, summary_of
+from stages.templates import CHAT, ResponseFormat, chat_messages, reasoning_of, response_format, summary_of
 
 NON_REASONING = "general"  # the target name of the non-reasoning share
 SHARD_FIELDS = ("id", "sample", "prompt", "solution", "domain", "completion")
@@ -54,11 +59,13 @@ SHARD_FIELDS = ("id", "sample", "prompt", "solution", "domain", "completion")
 @dataclass
 class RejectionConfig:
     shards: list[str] = field(metadata={"help": "Generation shard JSONL files."})
-    general_data: str = field(metadata={"help": "Non-reasoning instructions (general parquet)."})
     output_dir: str = field(metadata={"help": "Where mixture.parquet and the manifest go."})
     targets: list[str] = field(metadata={"help": "DOMAIN=COUNT per domain; `general` is the non-reasoning share "
                                                  "(paper: ~600K reasoning + ~200K general)."})
-    template: str = field(default="chat", metadata={"help": "Response format of the sampled responses."})
+    general_data: str = field(default="", metadata={"help": "Non-reasoning instructions (general parquet); "
+                                                            "none for a cold start."})
+    template: str = field(default="chat", metadata={"help": "Response format of the sampled responses; another "
+                                                            "than chat is rewritten into chat (R1-Zero's)."})
     max_per_prompt: int = field(default=1, metadata={"help": "Correct responses kept per prompt."})
     check_steps: bool = field(default=False, metadata={"help": "Drop math responses with a wrong computation in "
                                                                "their reasoning (2 + 3 = 6): a right answer "
@@ -413,11 +420,22 @@ def verify_pool(config: "RejectionConfig", log: VerdictLog) -> Candidates:
     return candidates
 
 
-def reasoning_example(row: dict) -> dict:
+def readable(row: dict, fmt: ResponseFormat) -> str:
+    """A correct response sampled in another format (R1-Zero's `<think> .. </think> <answer> .. </answer>`)
+    in the chat format: its reasoning one sentence per line, then the chat format's summary of its answer.
+    The paper had a stronger model and people rewrite R1-Zero's samples readable; a rule does it here."""
+    sentences = re.split(r"\n+|(?<=\.)\s+", reasoning_of(row["completion"]))
+    steps = [sentence.strip().rstrip(".").strip() for sentence in sentences if sentence.strip(" .")]
+    if is_code_row(row):
+        return CHAT.code_completion(steps, extract_program(row["completion"], fmt).rstrip("\n"))
+    return CHAT.math_completion(steps, extract_final_answer(row["completion"], fmt))
+
+
+def reasoning_example(row: dict, fmt: ResponseFormat = CHAT) -> dict:
+    completion = row["completion"] if fmt is CHAT else readable(row, fmt)
     return {"id": f"{row['id']}-s{row['sample']}", "domain": row["domain"],
             # the prompt exactly as generation rendered it, with its domain's instruction
-            "messages": chat_messages(row["prompt"], row["domain"])
-                        + [{"role": "assistant", "content": row["completion"]}]}
+            "messages": chat_messages(row["prompt"], row["domain"]) + [{"role": "assistant", "content": completion}]}
 
 
 def general_examples(path: str) -> list[dict]:
@@ -516,13 +534,14 @@ def cap_per_prompt(candidates: Candidates, config: RejectionConfig) -> list[int]
 WRITE_BATCH = 4096  # mixture rows read back from the shards and written per parquet row group
 
 
-def write_mixture(path: Path, mixture: list, candidates: Candidates, shards: list[str]) -> None:
-    """The mixture in its order; a reasoning row (an int: a kept candidate) is read back from its shard."""
+def write_mixture(path: Path, mixture: list, candidates: Candidates, shards: list[str], fmt: ResponseFormat) -> None:
+    """The mixture in its order, in the chat format; a reasoning row (an int: a kept candidate) is read back
+    from its shard."""
     with pq.ParquetWriter(path, SCHEMAS["sft"]) as writer:
         for start in range(0, len(mixture), WRITE_BATCH):
             batch = mixture[start:start + WRITE_BATCH]
             rows = candidates.read(shards, [item for item in batch if isinstance(item, int)])
-            examples = [reasoning_example(rows[item]) if isinstance(item, int) else item for item in batch]
+            examples = [reasoning_example(rows[item], fmt) if isinstance(item, int) else item for item in batch]
             writer.write_table(pa.Table.from_pylist(examples, schema=SCHEMAS["sft"]))
 
 
@@ -535,24 +554,27 @@ def main(argv=None):
         candidates = verify_pool(config, log)
     finally:
         log.close()
-    known = set(candidates.domains) | {NON_REASONING}
+    known = set(candidates.domains) | ({NON_REASONING} if config.general_data else set())
     unknown = [domain for domain in targets if domain not in known]
     if unknown:
-        raise ValueError(f"targets name domain(s) {unknown} that no sampled prompt has (domains: {sorted(known)})")
+        raise ValueError(f"targets name domain(s) {unknown} that no sampled prompt has (domains: {sorted(known)}"
+                         + ("" if config.general_data else f"; '{NON_REASONING}' needs --general_data") + ")")
     judged = judge_candidates(config, candidates) if config.judge_model else None
     capped = cap_per_prompt(candidates, config)
     pools: dict[str, list] = {}
     for i in capped:
         pools.setdefault(candidates.domains[candidates.domain[i]], []).append(i)
-    pools[NON_REASONING] = general_examples(config.general_data)
+    if config.general_data:
+        pools[NON_REASONING] = general_examples(config.general_data)
     samples_per_prompt = max(candidates.candidates_per_prompt.values(), default=0)
     mixture = assemble(pools, targets, config.allow_shortfall, config.seed, samples_per_prompt, config.max_per_prompt)
 
-    inputs = {"general_data": config.general_data, **{f"shard_{i}": p for i, p in enumerate(config.shards)}}
+    inputs = {**({"general_data": config.general_data} if config.general_data else {}),
+              **{f"shard_{i}": p for i, p in enumerate(config.shards)}}
     if config.judge_model:
         inputs["judge_model"] = config.judge_model
     with staged_output(config.output_dir, "rejection_sampling", config, inputs) as (scratch, headline):
-        write_mixture(scratch / MIXTURE, mixture, candidates, config.shards)
+        write_mixture(scratch / MIXTURE, mixture, candidates, config.shards, response_format(config.template))
         headline.update({
             "candidates": candidates.total,
             "removed": dict(candidates.removed),

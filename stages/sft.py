@@ -46,6 +46,8 @@ def load_conversations(paths: list[str]) -> Dataset:
     examples = []
     for path in paths:
         examples += to_prompt_completion(read_table(path, "sft").to_pylist(), path)
+    if not examples:  # e.g. a cold start from R1-Zero's samples when R1-Zero solved none
+        raise ValueError(f"{', '.join(paths)}: no examples to train on")
     return Dataset.from_list(examples)
 
 

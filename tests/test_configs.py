@@ -4,6 +4,7 @@ GPUs and nodes it promises (nothing is downloaded: prepare_data and fetch_model 
 import pytest
 import yaml
 
+from stages.config_checks import cross_field_errors, schema_errors
 from stages.recipe import stages_of_kind
 from tests.snakemake_helpers import (
     REPO,
@@ -112,6 +113,14 @@ def test_a_hub_config_must_name_every_data_set_a_stage_reads(tmp_path, venv_env)
     assert done.returncode != 0
     assert "data.hub.sets has no 'cold_start'" in done.stderr + done.stdout
     assert "data.hub.sets has no 'eval_gpqa'" in done.stderr + done.stdout
+
+
+def test_a_cold_start_from_r1_zero_s_samples_needs_no_cold_start_data_set():
+    config = load("qwen2.5-1.5b")
+    del config["data"]["hub"]["sets"]["cold_start"]
+    assert "data.hub.sets has no 'cold_start' (a stage reads it)" in cross_field_errors(config)
+    config["cold_start_data"] = dict(load("paper")["cold_start_data"], source="r1_zero")
+    assert not schema_errors(config) and not [error for error in cross_field_errors(config) if "cold_start" in error]
 
 
 @pytest.mark.parametrize("override, named", [

@@ -11,7 +11,7 @@ import yaml
 
 from stages.config_checks import compute_settings
 from stages.preflight import COMPUTE_KEY_OF_RULE
-from tests.snakemake_helpers import REPO, snakemake
+from tests.snakemake_helpers import REPO, merged, snakemake, write_config
 
 # Rules whose job runs stages.launch on the host (several GPUs or nodes): the launcher starts each task
 # in the image itself, because a container around the job would hide srun and the allocation
@@ -42,12 +42,14 @@ def launched(config: dict, rule: str) -> bool:
     return settings.get("nodes", 1) > 1 or settings.get("gpu", 0) > 1 or bool(settings.get("vllm_server_gpus"))
 
 
-@pytest.mark.parametrize("name", ["tiny", "qwen2.5-1.5b", "qwen2.5-7b", "paper", "gpu-smoke"])
-def test_the_workflow_passes_snakemake_lint(name, tmp_path, venv_env):
-    config_path = REPO / "configs" / f"{name}.yaml"
+@pytest.mark.parametrize("name, override", [(name, {}) for name in ["tiny", "qwen2.5-1.5b", "qwen2.5-7b", "paper",
+                                                                    "gpu-smoke"]]
+                         + [("tiny", {"cold_start_data": {"source": "r1_zero"}})])  # rules only this option has
+def test_the_workflow_passes_snakemake_lint(name, override, tmp_path, venv_env):
+    config = merged(yaml.safe_load((REPO / "configs" / f"{name}.yaml").read_text()), override)
+    config_path = write_config(tmp_path, config)
     done = snakemake(tmp_path, config_path, "--lint", env=dict(venv_env, HF_HUB_OFFLINE="1"), check=False)
     found = lints(done.stdout + done.stderr)
-    config = yaml.safe_load(config_path.read_text())
     expected = {rule: {NO_CONTAINER} for rule in found if launched(config, rule)}
     assert found == expected, done.stdout[-4000:]
     assert (done.returncode == 0) == (not found)

@@ -60,7 +60,7 @@ def test_each_stage_s_settings_are_where_the_table_says(config_name):
                     "start_from"}
     assert set(config) - run_sections <= {stage.settings.partition(".")[0] for stage in STAGES.values()}
     assert [stage.name for stage in STAGES.values() if stage.settings != stage.name] == \
-        ["student", "generate", "reward_model", "distill"]
+        ["student", "cold_start_samples", "generate", "reward_model", "distill"]
 
 
 @pytest.mark.parametrize("name", STAGES)

@@ -13,8 +13,9 @@ import pytest
 
 from stages import generate, rejection_sampling
 from stages.generate import completed_prompts, shard_rows
-from stages.rejection_sampling import RejectionConfig, assemble, longest_paragraph, repeated_ngram_share
+from stages.rejection_sampling import RejectionConfig, assemble, longest_paragraph, readable, repeated_ngram_share
 from stages.rewards.sandbox import isolation_problem
+from stages.templates import CHAT, MATH_INSTRUCTION, R1_ZERO
 from tests.snakemake_helpers import REPO
 
 GOOD = "<think>\n2 + 3 = 5\n</think>\n\nThe answer is \\boxed{5}."
@@ -202,6 +203,34 @@ def test_code_answers_in_the_summary_are_kept(small_data_dir, tmp_path):
     mixture, metrics = _run(tmp_path, [_row("a", 0, completion)], small_data_dir / "general.parquet",
                             "--max_repeated_ngram_share", "0.9")
     assert len(mixture) == 1 and not metrics["removed"]
+
+
+def test_r1_zero_samples_become_chat_format_cold_start_rows_without_a_general_share(tmp_path):
+    """The cold start from R1-Zero's samples: R1-Zero's template is graded and filtered as it is, and each
+    kept sample is rewritten into the chat format Dev1 learns, one sentence per line, the answer boxed."""
+    right = "<think> Ann has 2 apples. 2 + 3 = 5. </think> <answer> 5 </answer>"
+    rows = [_row("a", 0, right), _row("a", 1, right.replace("<answer> 5", "<answer> 6")),      # incorrect
+            _row("b", 0, right.replace("2 + 3 = 5", "2 + 3 = 6")),                         # wrong_step
+            _row("c", 0, "<think>\n2 + 3 = 5\n</think>\n\nThe answer is \\boxed{5}."),      # no <answer>: incorrect
+            _row("d", 0, "<think> 2 + 3 = 5 </think> <answer> \\boxed{5} </answer>")]
+    mixture, metrics = _run(tmp_path, rows, "", "--template", "r1_zero", "--check_steps", "true")
+    by_id = {r["id"]: r["messages"] for r in mixture}
+    assert by_id["a-s0"][-1]["content"] == ("<think>\nAnn has 2 apples\n2 + 3 = 5\n</think>\n\n"
+                                            "The answer is \\boxed{5}.")
+    assert by_id["d-s0"][-1]["content"] == "<think>\n2 + 3 = 5\n</think>\n\nThe answer is \\boxed{5}."
+    assert by_id["a-s0"][0]["content"] == "question a " + MATH_INSTRUCTION
+    assert metrics["removed"] == {"incorrect": 2, "wrong_step": 1} and "general" not in metrics["available"]
+    for messages in by_id.values():  # what Dev1 learns scores as right in the format it is evaluated in
+        assert CHAT.is_well_formatted(messages[-1]["content"])
+    code = dict(_row("e", 0, "<think> Read two numbers. Print their sum. </think> <answer> ```python\nprint(1)\n``` "
+                             "</answer>", solution="", domain="code"), tests='[{"input": "", "output": "1"}]')
+    assert readable(code, R1_ZERO) == ("<think>\nRead two numbers.\nPrint their sum.\n</think>\n\n"
+                                       "```python\nprint(1)\n```")
+
+
+def test_a_general_target_without_general_data_is_named(tmp_path):
+    with pytest.raises(ValueError, match="'general' needs --general_data"):
+        _run(tmp_path, [_row("a", 0, GOOD)], "", targets=("math=1", "general=1"))
 
 
 def test_helpers():

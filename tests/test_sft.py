@@ -70,3 +70,10 @@ def test_a_conversation_without_an_assistant_answer_is_named(tmp_path):
     pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS["sft"]), path)
     with pytest.raises(ValueError, match=r"bad\.parquet: row 1 \(id 'broken'\)"):
         sft.load_conversations([str(path)])
+
+
+def test_a_file_without_examples_is_named(tmp_path):
+    path = tmp_path / "mixture.parquet"
+    pq.write_table(pa.Table.from_pylist([], schema=SCHEMAS["sft"]), path)
+    with pytest.raises(ValueError, match=r"mixture\.parquet: no examples to train on"):
+        sft.load_conversations([str(path)])

@@ -28,7 +28,7 @@ SECTIONS = {
                                      "log_completions", *TRACKING}),
     "$defs.reward_model": (RewardModelStageConfig, {"kind", "model_path", "data", "output_dir", "work_dir", "seed",
                                                     *TRACKING}),
-    "properties.rejection_sampling.properties.generation": (
+    "$defs.sampling": (
         GenerateConfig, {"model_path", "prompts", "output_file", "work_file", "shard_index", "num_shards", "template",
                          "seed"}),
     "properties.evaluation.properties.settings": (EvaluateConfig, {"model_path", "output_dir", "eval_sets", "template",
@@ -76,7 +76,7 @@ def test_each_schema_section_has_exactly_its_stage_config_s_keys_and_types(path)
 
 
 def test_the_rejection_filters_and_judge_sections_are_the_rejection_stage_s_flags():
-    filters = set(schema_node("properties.rejection_sampling.properties.filters")["properties"])
+    filters = set(schema_node("$defs.filters")["properties"])
     judge = set(schema_node("properties.rejection_sampling.properties.judge")["properties"])
     flags = {f.name for f in fields(RejectionConfig)}
     judge_flags = {name for name in flags if name.startswith("judge_")}

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from tests.snakemake_helpers import FAST, TINY, merged, planned_jobs, snakemake, write_config
+from tests.snakemake_helpers import FAST, TINY, merged, planned_job_details, planned_jobs, snakemake, write_config
 
 EXPECTED_PLAN = {"all": 1, "tiny_data": 1, "base": 2, "r1_zero": 1, "cold_start_sft": 1, "reasoning_rl": 1,
                  "generate": 4, "rejection_sampling": 1, "mixture_sft": 1, "reward_model": 2, "final_rl": 1,
@@ -15,6 +15,31 @@ EXPECTED_PLAN = {"all": 1, "tiny_data": 1, "base": 2, "r1_zero": 1, "cold_start_
 def test_dry_run_of_the_embedded_tiny_config_lists_the_dag(tmp_path, venv_env):
     done = snakemake(tmp_path, None, "-n", "all", env=venv_env)
     assert planned_jobs(done.stdout) == EXPECTED_PLAN
+
+
+def test_a_cold_start_from_r1_zero_s_samples_is_two_jobs_between_r1_zero_and_dev1(tmp_path, venv_env):
+    """cold_start_data.source: r1_zero puts R1-Zero's sampling and its filtering before Dev1, which then
+    learns their output, not the data's cold-start rows; the two jobs run through the workflow."""
+    override = {"cold_start_data": {"source": "r1_zero", "generation": {
+        "num_samples": 2, "max_new_tokens": 12, "max_prompts": 6, "prompts_per_batch": 3}}}
+    config = write_config(tmp_path, merged(merged(TINY, FAST), override))
+    plan = planned_job_details(snakemake(tmp_path, config, "-n", "-p", "dev1", env=venv_env).stdout)
+    shell = {job["rule"]: job["shell"] for job in plan}
+    assert list(shell) == ["tiny_data", "base", "r1_zero", "cold_start_samples", "cold_start_data",
+                           "cold_start_sft", "evaluate", "dev1"]
+    assert "--model_path results/tiny/r1_zero " in shell["cold_start_samples"]
+    assert "--template r1_zero" in shell["cold_start_samples"] and "--max_prompts 6" in shell["cold_start_samples"]
+    assert "--shards results/tiny/cold_start_samples/samples.jsonl" in shell["cold_start_data"]
+    assert "general" not in shell["cold_start_data"] and "--targets math=4000 code=800" in shell["cold_start_data"]
+    assert "--train_data results/tiny/cold_start_data/mixture.parquet" in shell["cold_start_sft"]
+    snakemake(tmp_path, config, "results/tiny/cold_start_data", env=venv_env)
+    metrics = json.loads((tmp_path / "results/tiny/cold_start_data/manifest.json").read_text())["metrics"]
+    assert metrics["candidates"] == 6 * 2 and "general" not in metrics["available"]
+
+    default = planned_job_details(snakemake(tmp_path, write_config(tmp_path, TINY), "-n", "-p", "dev1",
+                                            env=venv_env).stdout)
+    assert [job["rule"] for job in default] == ["tiny_data", "base", "cold_start_sft", "evaluate", "dev1"]
+    assert "--train_data results/tiny/data/cold_start.parquet" in default[2]["shell"]
 
 
 @pytest.mark.parametrize("override, named", [
@@ -32,6 +57,8 @@ def test_dry_run_of_the_embedded_tiny_config_lists_the_dag(tmp_path, venv_env):
     ({"reasoning_rl": {"num_generations": 3, "questions_per_step": 3, "gradient_accumulation_steps": 2}},
      ["reasoning_rl: questions_per_step x num_generations = 9"]),
     ({"r1_zero": {"loss_type": "ppo"}}, ["'ppo' is not one of", "loss_type"]),
+    ({"cold_start_data": {"source": "teacher"}}, ["cold_start_data.source: 'teacher' is not one of ['dataset', "]),
+    ({"cold_start_data": {"targets": {"general": 5}}}, ["cold_start_data.targets.general: the cold start is"]),
     ({"base": {"build": TINY["base"]["build"], "name_or_path": "Qwen/Qwen2.5-Math-1.5B"}},
      ["is valid under each of", "base"]),
 ])
