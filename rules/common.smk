@@ -252,6 +252,16 @@ def task_container_prefix(stage):
     return f"apptainer exec --home {shlex.quote(os.getcwd())} {args} {stage_image(stage)}"
 
 
+def targets_arg(section):
+    """A `targets` mapping as rejection sampling's DOMAIN=COUNT list."""
+    return " ".join(f"{domain}={count}" for domain, count in section["targets"].items())
+
+
+def reasoning_language():
+    """The language reasoning RL rewarded: rejection sampling keeps CoTs in it."""
+    return config["reasoning_rl"].get("language", default_of(GRPOStageConfig, "language"))
+
+
 COLD_START_SOURCE = cold_start_source(config)
 
 

@@ -43,10 +43,9 @@ rule rejection_sampling:
         benchmark_file("rejection_sampling")
     params:
         seed=config["seed"],
-        targets=" ".join(f"{d}={n}" for d, n in config["rejection_sampling"]["targets"].items()),
+        targets=targets_arg(config["rejection_sampling"]),
         template=template_of("reasoning_rl"),
-        # the language the RL stage rewarded
-        language=config["reasoning_rl"].get("language", default_of(GRPOStageConfig, "language")),
+        language=reasoning_language(),
         args=stage_args(config["rejection_sampling"]["filters"]),
         judge=judge_args(),
         work=work_dir("rejection_sampling"),
@@ -101,9 +100,9 @@ if COLD_START_SOURCE == "r1_zero":
             benchmark_file("cold_start_data")
         params:
             seed=config["seed"],
-            targets=" ".join(f"{d}={n}" for d, n in config["cold_start_data"]["targets"].items()),
+            targets=targets_arg(config["cold_start_data"]),
             template=template_of("r1_zero"),
-            language=config["reasoning_rl"].get("language", default_of(GRPOStageConfig, "language")),
+            language=reasoning_language(),
             args=stage_args(config["cold_start_data"].get("filters", {})),
             work=work_dir("cold_start_data"),
         resources:

@@ -46,8 +46,8 @@ from stages.data.schema import SCHEMAS, normalize_prompt, read_table
 from stages.generation import BackendOptions, load_generator
 from stages.judge import Judge, parse_verdict
 from stages.rewards.answers import extract_final_answer
-from stages.rewards.code import extract_program, is_code_row
-from stages.rewards.grading import Grader
+from stages.rewards.code import is_code_row
+from stages.rewards.grading import Grader, graded_answer
 from stages.rewards.language import target_language_share
 from stages.rewards.steps import wrong_steps
 from stages.templates import CHAT, ResponseFormat, chat_messages, reasoning_of, response_format, summary_of
@@ -426,9 +426,10 @@ def readable(row: dict, fmt: ResponseFormat) -> str:
     The paper had a stronger model and people rewrite R1-Zero's samples readable; a rule does it here."""
     sentences = re.split(r"\n+|(?<=\.)\s+", reasoning_of(row["completion"]))
     steps = [sentence.strip().rstrip(".").strip() for sentence in sentences if sentence.strip(" .")]
+    answer = graded_answer(row["completion"], row, fmt)
     if is_code_row(row):
-        return CHAT.code_completion(steps, extract_program(row["completion"], fmt).rstrip("\n"))
-    return CHAT.math_completion(steps, extract_final_answer(row["completion"], fmt))
+        return CHAT.code_completion(steps, answer.rstrip("\n"))
+    return CHAT.math_completion(steps, answer)
 
 
 def reasoning_example(row: dict, fmt: ResponseFormat = CHAT) -> dict:

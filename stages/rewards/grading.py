@@ -28,6 +28,13 @@ def gold_problem(row: dict) -> str | None:
     return None if has_solution(row) else "no gold answer (solution) and no tests"
 
 
+def graded_answer(completion: str, row: dict, fmt: ResponseFormat, code_language: str = "python") -> str | None:
+    """What is graded in a completion: the program of a code row, the final answer of a math row."""
+    if is_code_row(row):
+        return extract_program(completion, fmt, code_language)
+    return extract_final_answer(completion, fmt)
+
+
 class Grader:
     """Scores answers against their rows: `answer()` picks what is graded from a completion (the
     program of a code row, the final answer of a math row), `score_many()` scores a batch of them.
@@ -51,9 +58,7 @@ class Grader:
         return self._code
 
     def answer(self, completion: str, row: dict) -> str | None:
-        if is_code_row(row):
-            return extract_program(completion, self.format, self.code_language)
-        return extract_final_answer(completion, self.format)
+        return graded_answer(completion, row, self.format, self.code_language)
 
     def score_many(self, answers: list[str | None], rows: list[dict]) -> list[float | None]:
         """One score per answer in [0, 1]; None for a row with neither tests nor a gold answer."""
