@@ -50,9 +50,11 @@ SlurmctldPidFile=$PIDS/slurmctld.pid
 SlurmdPidFile=$PIDS/slurmd-%n.pid
 SlurmctldLogFile=$STATE/log/slurmctld.log
 SlurmdLogFile=$STATE/log/slurmd-%n.log
-# No systemd and no usable cgroups here: Linux process tracking, CPU affinity only.
+# No systemd and no usable cgroups here: Linux process tracking, and no CPU binding: the nodes claim
+# more CPUs than this machine has, so task/affinity can give a 2-CPU job a mask of 1 real CPU, and its
+# step then fails at random ("failed to distribute tasks"; Snakemake's retry hides it as an extra job).
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/affinity
+TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/linux
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
