@@ -80,7 +80,8 @@ def test_numbers_stay_within_the_configured_range_in_problems_and_drills():
 
 @pytest.mark.parametrize("bad", [dict(drill_share=0.5), dict(max_value=20), dict(max_amount=1),
                                  dict(pretrain_level_weights=[1.0, 1.0]), dict(pretrain_level_weights=[0, 0, 0]),
-                                 dict(distractor_share=1.5), dict(think_format_share=-0.1)])
+                                 dict(distractor_share=1.5), dict(cold_start_distractor_share=-0.5),
+                                 dict(think_format_share=-0.1)])
 def test_out_of_range_number_and_drill_settings_are_refused(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         TinyDataConfig(output_dir="unused", **bad)
@@ -129,6 +130,27 @@ def test_a_distractor_adds_one_sentence_and_leaves_the_solution_alone(level):
         assert solve(problem.worked_steps) == problem.answer and len(problem.steps) == level
     one_step = [make_problem(rng, 1, 50, 9, distractor_share=1.0) for _ in range(50)]
     assert all(len(_sentences(p.prompt)) == 3 for p in one_step)  # level 1 stays a one-operation problem
+
+
+def _has_distractor(prompt):
+    # the distractor sentences of stages.data.arithmetic: another person's count, or things seen in a shop
+    return any(re.match(r"[A-Z][a-z]+ has \d+", sentence) or re.search(r"sees \d+ \w+ in a shop", sentence)
+               for sentence in _sentences(prompt)[1:])
+
+
+def test_a_cold_start_without_distractors_leaves_them_to_the_rl_pool_and_the_evaluation_set():
+    tables = generate(TinyDataConfig(output_dir="unused", seed=0, distractor_share=1.0, cold_start_distractor_share=0.0,
+                                     **SMALL_DATA), chat_template_renderer())
+    cold_prompts = [row["messages"][0]["content"] for row in tables["cold_start"] if row["domain"] == "math"]
+    deep = [row["prompt"] for name in ("rl_prompts", "eval_math") for row in tables[name]
+            if row["domain"] == "math" and row["level"] >= 2]
+    assert cold_prompts and not any(_has_distractor(prompt) for prompt in cold_prompts)
+    assert deep and all(_has_distractor(prompt) for prompt in deep)
+    default = generate(TinyDataConfig(output_dir="unused", seed=0, distractor_share=1.0, **SMALL_DATA),
+                       chat_template_renderer())  # the cold start follows distractor_share unless told otherwise
+    deep_cold = [row["messages"][0]["content"] for row in default["cold_start"]
+                 if row["domain"] == "math" and row["messages"][-1]["content"].count(" = ") >= 2]
+    assert deep_cold and all(_has_distractor(prompt) for prompt in deep_cold)
 
 
 @pytest.mark.parametrize("level", [1, 2, 3, 4, 5, 6])

@@ -44,6 +44,10 @@ class TinyDataConfig:
     distractor_share: float = field(default=0.0, metadata={
         "help": "Share of problems (level 2 and up) with one sentence whose number is not part of the "
                 "solution."})
+    cold_start_distractor_share: float | None = field(default=None, metadata={
+        "help": "Share of cold-start problems (level 2 and up) with a distractor sentence (default: "
+                "distractor_share). 0 leaves distractors to RL: the cold start teaches the format on plain "
+                "problems, RL learns to leave out the numbers that do not count."})
     think_format_share: float = field(default=0.0, metadata={
         "help": "Share of the corpus's chat math documents answered in the cold-start format (reasoning in "
                 "<think>, a boxed summary): real bases have seen reasoning traces (paper, Suppl. A.1), so a "
@@ -83,8 +87,8 @@ class TinyDataConfig:
                 or not sum(self.pretrain_level_weights) > 0):
             raise ValueError(f"pretrain_level_weights must give one non-negative weight per entry of levels "
                              f"{self.levels}, got {self.pretrain_level_weights}")
-        for name in ("distractor_share", "think_format_share"):
-            if not 0 <= getattr(self, name) <= 1:
+        for name in ("distractor_share", "cold_start_distractor_share", "think_format_share"):
+            if getattr(self, name) is not None and not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
 
 
@@ -198,8 +202,10 @@ def generate(config: TinyDataConfig, chat_renderer) -> dict[str, list[dict]]:
     is_held_out = lambda prompt: normalize_prompt(prompt) in held_out_math  # noqa: E731
     rl = _unique_problems(rng, config.num_rl_prompts, config.rl_levels or config.levels, reject=is_held_out,
                           make=make_math)
+    make_cold = make_math if config.cold_start_distractor_share is None else partial(
+        make_math, distractor_share=config.cold_start_distractor_share)
     cold = _unique_problems(rng, config.num_cold_start, config.cold_start_levels or config.levels,
-                            reject=is_held_out, make=make_math)
+                            reject=is_held_out, make=make_cold)
 
     eval_general, seen = [], set()
     for _ in range(50 * config.num_eval_general):
