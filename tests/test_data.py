@@ -139,8 +139,9 @@ def _has_distractor(prompt):
 
 
 def test_a_cold_start_without_distractors_leaves_them_to_the_rl_pool_and_the_evaluation_set():
-    tables = generate(TinyDataConfig(output_dir="unused", seed=0, distractor_share=1.0, cold_start_distractor_share=0.0,
-                                     **SMALL_DATA), chat_template_renderer())
+    config = TinyDataConfig(output_dir="unused", seed=0, distractor_share=1.0, cold_start_distractor_share=0.0,
+                            **SMALL_DATA)
+    tables = generate(config, chat_template_renderer())
     cold_prompts = [row["messages"][0]["content"] for row in tables["cold_start"] if row["domain"] == "math"]
     deep = [row["prompt"] for name in ("rl_prompts", "eval_math") for row in tables[name]
             if row["domain"] == "math" and row["level"] >= 2]
