@@ -221,7 +221,9 @@ def launcher(stage, module):
             flags.append(f"--{key} {settings[key]}")
     if IN_CONTAINERS:
         flags.append(f"--task_prefix {shlex.quote(task_container_prefix(stage))}")
-    return f"python -m stages.launch {' '.join(flags)} --"
+    # The launcher runs on the host (srun, the allocation): with this workflow's own interpreter, also in
+    # containers mode, where the job's PATH is the caller's and may hold no Python with the project's packages.
+    return f"{shlex.quote(sys.executable)} -m stages.launch {' '.join(flags)} --"
 
 
 # ---- containers: with --sdm apptainer every job runs in an image built from containers/ ------------

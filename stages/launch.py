@@ -14,6 +14,7 @@ SIGTERM (Slurm's time limit) is passed on to every task, so trainers can save a 
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -63,8 +64,10 @@ class Task:
     ready_timeout_s: float = 0.0
 
     def command(self) -> str:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        return (env + " " if env else "") + shlex.join(self.argv)
+        """The task as one shell command that `exec` can start: the variables through `env`, since
+        `exec VAR=value cmd` takes the assignment for the program's name (exit 127)."""
+        env = ["env", *(f"{k}={v}" for k, v in self.env.items())] if self.env else []
+        return shlex.join(env + self.argv)
 
 
 def gpu_list(first: int, count: int) -> str:
@@ -75,6 +78,14 @@ def stage_arg(stage_args: list[str], flag: str) -> str:
     if flag not in stage_args or stage_args.index(flag) + 1 >= len(stage_args):
         raise ValueError(f"the stage arguments have no {flag}: {shlex.join(stage_args)}")
     return stage_args[stage_args.index(flag) + 1]
+
+
+def host_address(host: str) -> str:
+    """The node's address as the other nodes reach it (its name where it does not resolve here)."""
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return host
 
 
 def plan(config: LaunchConfig, hosts: list[str], stage_args: list[str]) -> list[Task]:
@@ -104,6 +115,9 @@ def plan(config: LaunchConfig, hosts: list[str], stage_args: list[str]) -> list[
         env = {"CUDA_VISIBLE_DEVICES": gpu_list(first_train_gpu, gpus)} if first_train_gpu else {}
         if config.vllm_server_gpus:  # the trainers' HTTP client honours proxy variables: not for the server
             env["NO_PROXY"] = env["no_proxy"] = ",".join(filter(None, [hosts[0], os.environ.get("NO_PROXY", "")]))
+            if rank == 0:  # TRL's client names this node to the server's workers for the weight transfer; vLLM
+                # would otherwise guess it from the route to a public address, wrong or none on a cluster
+                env["VLLM_HOST_IP"] = host_address(host)
         if machines == 1 and gpus == 1 and not config.accelerate_config:
             argv = ["python", "-m", config.module]
         else:

@@ -4,6 +4,7 @@ import copy
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -60,8 +61,15 @@ def write_config(directory: Path, config: dict) -> Path:
     return path
 
 
+# The venv's snakemake by its path, as the README runs it (`.venv/bin/snakemake`): a test's PATH need not
+# hold the venv, as a cluster job's does not.
+SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+# A login shell's PATH on a cluster node: system directories, no venv, no `python`.
+CLUSTER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
 def snakemake(directory: Path, config_path: Path | None, *args, env=None, check=True) -> subprocess.CompletedProcess:
-    command = ["snakemake", *args, "-s", str(REPO / "Snakefile"), "-d", str(directory), "--cores", "2"]
+    command = [SNAKEMAKE, *args, "-s", str(REPO / "Snakefile"), "-d", str(directory), "--cores", "2"]
     if config_path is not None:
         command += ["--configfile", str(config_path)]  # last: it takes every value after it
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)

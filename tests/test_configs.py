@@ -1,6 +1,8 @@
 """The real-scale configs: each passes the schema and plans its whole DAG offline, with the jobs,
 GPUs and nodes it promises (nothing is downloaded: prepare_data and fetch_model are planned)."""
 
+import sys
+
 import pytest
 import yaml
 
@@ -89,7 +91,9 @@ def test_multi_node_config_spreads_rl_over_three_nodes_with_a_vllm_server(plans)
         assert "--nodes 3 --gpus_per_node 8" in job["shell"] and "--vllm_server_gpus 8" in job["shell"]
         assert "--vllm_server_tensor_parallel_size 1 --vllm_server_startup_s 1800" in job["shell"]
         assert "zero3.yaml" in job["shell"] and job["resources"]["cpus_per_task"] == "0"  # cpus_per_gpu rules
-        # the launcher runs on the host; every task it starts goes into the GPU image with the profile's args
+        # the launcher runs on the host with Snakemake's own interpreter (the job's PATH may have none)
+        assert job["shell"].startswith(f"{sys.executable} -m stages.launch "), job["shell"]
+        # every task it starts goes into the GPU image with the profile's args
         assert f"--nv --bind /scratch {REPO}/containers/r1-gpu.sif'" in job["shell"], job["shell"]
     for rule in ("cold_start_sft", "mixture_sft"):
         (job,) = by_rule(details, rule)

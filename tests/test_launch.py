@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from stages.launch import LaunchConfig, Task, plan, run, srun_argv
+from stages.launch import LaunchConfig, Task, local_argv, plan, run, srun_argv
 from tests.conftest import SMALL_DATA
 
 STAGE = ["--model_path", "results/q/cold_start_sft", "--max_steps", "500"]
@@ -94,7 +94,28 @@ def test_server_mode_needs_the_model_path():
 def test_srun_places_one_task_on_its_node_with_explicit_sizes():
     argv = srun_argv(Task("train-1", "node-18", ["accelerate", "launch"], {"X": "1"}), "4242", 8)
     assert argv[:10] == ["srun", "--jobid", "4242", "--nodes", "1", "--ntasks", "1", "--nodelist", "node-18", "--gres"]
-    assert argv[-1] == "exec X=1 accelerate launch"
+    assert argv[-1] == "exec env X=1 accelerate launch"
+
+
+def test_a_task_with_variables_runs_through_the_real_wrapper_and_sees_them(tmp_path):
+    """The vLLM server task and every server-mode trainer carry variables: `exec VAR=value cmd` would
+    take the assignment for the program (bash: exit 127)."""
+    seen = tmp_path / "seen"
+    code = (f"import os; open({str(seen)!r}, 'w')"
+            ".write(os.environ['CUDA_VISIBLE_DEVICES'] + ' ' + os.environ['NO_PROXY'])")
+    task = Task("train-0", "localhost", _python(code), {"CUDA_VISIBLE_DEVICES": "2,3", "NO_PROXY": "node 7,'x'"})
+    assert run([task], wrap=local_argv, poll_s=0.1) == 0
+    assert seen.read_text() == "2,3 node 7,'x'"
+
+
+def test_server_mode_names_the_trainer_node_to_the_vllm_server_for_the_weight_transfer():
+    server, trainer = plan(LaunchConfig(module="stages.grpo", gpus_per_node=4, vllm_server_gpus=1), ["localhost"],
+                           STAGE)
+    assert trainer.env["VLLM_HOST_IP"] == "127.0.0.1" and "VLLM_HOST_IP" not in server.env
+    trainers = plan(LaunchConfig(module="stages.grpo", nodes=3, gpus_per_node=8, vllm_server_gpus=8),
+                    ["node-17", "node-18", "node-19"], STAGE)[1:]
+    assert trainers[0].env["VLLM_HOST_IP"] == "node-18"  # a name that does not resolve here stays a name
+    assert "VLLM_HOST_IP" not in trainers[1].env  # only the main process talks to the server
 
 
 def _python(code):

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.snakemake_helpers import (
+    CLUSTER_PATH,
     FAST,
     IMAGE_PYTHON,
     REPO,
@@ -101,7 +102,9 @@ def test_the_fast_dag_runs_as_slurm_jobs_with_the_resources_its_config_asks(clus
     config = merged(merged(TINY, FAST), {"compute": SLURM_COMPUTE, "containers": containers})
     config_path = write_config(tmp_path, config)
     plan = planned_jobs(snakemake(tmp_path, config_path, "-n", "all", env=venv_env).stdout)
-    env = apptainer_env(venv_env, tmp_path / "apptainer-calls.jsonl")
+    # As on a cluster: Snakemake by its path, a PATH that holds no venv (jobs inherit it).
+    env = apptainer_env(dict(venv_env, PATH=CLUSTER_PATH), tmp_path / "apptainer-calls.jsonl")
+    assert shutil.which("python", path=env["PATH"]) is None
 
     # the preflight on this cluster: a site profile, a partition sinfo lists, images in place: nothing to fix
     done = subprocess.run([sys.executable, "-m", "stages.preflight", "--configfile", str(config_path),
