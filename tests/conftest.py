@@ -63,19 +63,17 @@ def container_rootfs() -> Path:
     return rootfs
 
 
-@pytest.fixture(scope="session")
-def qwen_style_model_dir(tiny_model_dir, tmp_path_factory) -> Path:
-    """The tiny model as a Qwen2.5 base model ships: its tokenizer's eos and its generation config's
-    stop id are <|endoftext|>, while the ChatML template ends a turn with <|im_end|>, which nothing
-    marks as a stop. (The tiny tokenizer's own eos is <|im_end|>, which hides that.)"""
+def as_qwen_base(model_dir: Path, directory: Path) -> Path:
+    """A copy of a tiny model as a Qwen2.5 base model ships: its tokenizer's eos and its generation
+    config's stop id are <|endoftext|>, while the ChatML template ends a turn with <|im_end|>, which
+    nothing marks as a stop. (The tiny tokenizer's own eos is <|im_end|>, which hides that.)"""
     import shutil
 
     from transformers import AutoTokenizer, GenerationConfig
 
     from stages.tokenizer import END_OF_TEXT
 
-    directory = tmp_path_factory.mktemp("qwen_style") / "base"
-    shutil.copytree(tiny_model_dir, directory)
+    shutil.copytree(model_dir, directory)
     tokenizer = AutoTokenizer.from_pretrained(directory)
     tokenizer.eos_token = END_OF_TEXT
     tokenizer.save_pretrained(directory)
@@ -83,6 +81,28 @@ def qwen_style_model_dir(tiny_model_dir, tmp_path_factory) -> Path:
     generation.eos_token_id = tokenizer.eos_token_id
     generation.save_pretrained(directory)
     return directory
+
+
+@pytest.fixture(scope="session")
+def qwen_style_model_dir(tiny_model_dir, tmp_path_factory) -> Path:
+    return as_qwen_base(tiny_model_dir, tmp_path_factory.mktemp("qwen_style") / "base")
+
+
+@pytest.fixture(scope="session")
+def vllm_model_dir(small_data_dir, tmp_path_factory) -> Path:
+    """A Qwen-style tiny model that vLLM's CPU attention takes (head size 64: hidden 256 over 4 heads),
+    briefly pre-trained. Skips (fails in CI) where there is no vLLM CPU environment."""
+    from stages import base_model
+    from tests.vllm_env import require_vllm_env
+
+    require_vllm_env()
+    out = tmp_path_factory.mktemp("vllm_models") / "built"
+    base_model.main(["--corpus", str(small_data_dir / "pretrain.parquet"), "--output_dir", str(out),
+                     "--hidden_size", "256", "--num_attention_heads", "4", "--num_key_value_heads", "2",
+                     "--num_hidden_layers", "2", "--intermediate_size", "512", "--vocab_size", "400",
+                     "--block_size", "128", "--max_position_embeddings", "512", "--max_steps", "30",
+                     "--save_steps", "1000", "--logging_steps", "10"])
+    return as_qwen_base(out, out.parent / "base")
 
 
 @pytest.fixture(scope="session")

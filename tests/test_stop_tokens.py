@@ -29,7 +29,7 @@ def test_a_qwen_base_tokenizer_stops_at_the_end_of_a_turn(qwen_style_model_dir):
 def test_vllm_sampling_and_grpo_on_vllm_pass_the_stop_ids(qwen_style_model_dir):
     tokenizer = AutoTokenizer.from_pretrained(qwen_style_model_dir)
     params = sampling_params(SamplingSettings(num_samples=4, max_new_tokens=32, stop_strings=("</answer>",)),
-                             tokenizer)
+                             tokenizer, seed=7)
     assert set(params["stop_token_ids"]) == end_ids(tokenizer)
     assert params["stop"] == ["</answer>"] and params["n"] == 4 and params["max_tokens"] == 32
     _, vllm_stop = stop_settings(tokenizer, CHAT, use_vllm=True)

@@ -1,16 +1,25 @@
 """vLLM backend for GPUs. Imported only when a config chooses it, so CPU installs never need vLLM."""
 
+import hashlib
+
 from stages.generation import ContextBoundGenerator, Sample, SamplingSettings, clamp_to_context, model_context
 from stages.tokenizer import stop_token_ids
 
 
-def sampling_params(settings: SamplingSettings, tokenizer) -> dict:
-    """vLLM's SamplingParams fields. The end-of-turn and end-of-text ids are passed explicitly: vLLM
-    otherwise stops only at the tokenizer's eos and generation_config.json's, and a Qwen base
-    tokenizer's eos is not the <|im_end|> its fine-tuned models end turns with."""
+def sampling_params(settings: SamplingSettings, tokenizer, seed: int) -> dict:
+    """vLLM's SamplingParams fields for one prompt. The end-of-turn and end-of-text ids are passed
+    explicitly: vLLM otherwise stops only at the tokenizer's eos and generation_config.json's, and a
+    Qwen base tokenizer's eos is not the <|im_end|> its fine-tuned models end turns with."""
     return {"n": settings.num_samples, "temperature": settings.temperature, "top_p": settings.top_p,
-            "max_tokens": settings.max_new_tokens, "seed": settings.seed, "stop": list(settings.stop_strings),
+            "max_tokens": settings.max_new_tokens, "seed": seed, "stop": list(settings.stop_strings),
             "include_stop_str_in_output": True, "stop_token_ids": stop_token_ids(tokenizer)}
+
+
+def prompt_seeds(seed: int, count: int) -> list[int]:
+    """One seed per prompt of a call, drawn from the call's seed. vLLM seeds sample j of a request with
+    seed + j: one seed for the whole call would give sample j of every prompt the same random stream."""
+    return [int.from_bytes(hashlib.blake2b(f"{seed}:{index}".encode(), digest_size=6).digest(), "big")
+            for index in range(count)]
 
 
 def token_prompts(tokenizer, prompts: list[str]) -> list[dict]:
@@ -35,6 +44,7 @@ class VLLMGenerator(ContextBoundGenerator):
         from vllm import SamplingParams  # noqa: PLC0415
 
         results = self.llm.generate(token_prompts(self.tokenizer, prompts),
-                                    SamplingParams(**sampling_params(settings, self.tokenizer)))
+                                    [SamplingParams(**sampling_params(settings, self.tokenizer, seed))
+                                     for seed in prompt_seeds(settings.seed, len(prompts))])
         return [[Sample(out.text, len(out.token_ids), out.finish_reason == "stop") for out in result.outputs]
                 for result in results]
