@@ -16,6 +16,7 @@ from stages.artifacts import staged_output, write_jsonl
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
 from stages.generation import BackendOptions, ProgressLine, SamplingSettings, load_generator
+from stages.rewards.code import is_code_row
 from stages.rewards.grading import Grader, gold_problem
 from stages.rewards.verify import as_number, normalize, verify_lanes
 from stages.templates import TEMPLATES, response_format
@@ -115,6 +116,20 @@ def score_set(rows, samples, k: int, grader: Grader):
     return scores, records
 
 
+def checked_rows(name: str, path: str, max_prompts: int) -> list[dict]:
+    """An evaluation set's rows (the first `max_prompts`), each one gradable; read before anything is sampled."""
+    rows = read_table(path, "reasoning").to_pylist()
+    if max_prompts:
+        rows = rows[:max_prompts]
+    if not rows:
+        raise ValueError(f"evaluation set {name} ({path}) has no rows")
+    problems = [(i, problem) for i, r in enumerate(rows) if (problem := gold_problem(r))]
+    if problems:  # an unanswerable row would silently count as wrong
+        raise ValueError(f"evaluation set {name} ({path}): "
+                         + "; ".join(f"row {i}: {problem}" for i, problem in problems[:10]))
+    return rows
+
+
 def main(argv=None):
     config = parse_config(EvaluateConfig, argv)
     print_config(config)
@@ -122,25 +137,19 @@ def main(argv=None):
     if malformed:
         raise ValueError(f"--eval_sets items must be NAME=PATH, got {malformed}")
     eval_sets = dict(item.split("=", 1) for item in config.eval_sets)
-    generator = load_generator(config.model_path, config.backend, **config.backend_kwargs())
+    rows_of_set = {name: checked_rows(name, path, config.max_prompts) for name, path in eval_sets.items()}
     settings = SamplingSettings(num_samples=config.num_samples, temperature=config.temperature,
                                 top_p=config.top_p, max_new_tokens=config.max_new_tokens, seed=config.seed,
                                 stop_strings=response_format(config.template).stop_strings)
     grader = Grader(config.template, config.verify_timeout_s, lanes=verify_lanes(), code_workers=verify_lanes())
+    if any(is_code_row(row) for rows in rows_of_set.values() for row in rows):
+        grader.start_sandbox()  # before sampling: a refused sandbox would lose every set sampled before `code`
+    generator = load_generator(config.model_path, config.backend, **config.backend_kwargs())
     inputs = {"model": config.model_path, **{f"eval_{n}": p for n, p in eval_sets.items()}}
     if not Path(config.model_path).exists():
         inputs.pop("model")  # a hub id: nothing local to hash
     with staged_output(config.output_dir, "evaluate", config, inputs) as (scratch, headline):
-        for name, path in eval_sets.items():
-            rows = read_table(path, "reasoning").to_pylist()
-            if config.max_prompts:
-                rows = rows[: config.max_prompts]
-            if not rows:
-                raise ValueError(f"evaluation set {name} ({path}) has no rows")
-            problems = [(i, problem) for i, r in enumerate(rows) if (problem := gold_problem(r))]
-            if problems:  # an unanswerable row would silently count as wrong
-                raise ValueError(f"evaluation set {name} ({path}): "
-                                 + "; ".join(f"row {i}: {problem}" for i, problem in problems[:10]))
+        for name, rows in rows_of_set.items():
             timeouts_before = grader.verifier.timeouts
             tokenizer = getattr(generator, "tokenizer", None)
             prompts = [grader.format.render(r["prompt"], tokenizer, r["domain"]) for r in rows]

@@ -8,6 +8,8 @@ nothing downloaded; what is done already is not planned again) and
 - flags what would fail at the first sbatch or container start: the profile's site placeholders
   (`slurm_account: my_project`), bind paths this machine lacks, no `apptainer` (with the switch that
   runs without it), images not built, partitions that `sinfo` does not know;
+- tries the code sandbox where the jobs will run it (bubblewrap in the GPU image), when some job runs
+  model code;
 - prints, per stage, the GPU-hours the plan requests (jobs x GPUs x `runtime`) beside the estimate
   (jobs x GPUs x `compute.<stage>.estimated_hours`), and the totals.
 Exit status 1 when something must be fixed first.
@@ -28,6 +30,7 @@ import yaml
 
 from stages.config_checks import REPO, compute_settings, container_images
 from stages.recipe import STAGES
+from stages.rewards.sandbox import isolation_probe, isolation_problem
 
 # Values the shipped profile holds where each site must put its own (profiles/slurm/config.yaml, SITE lines).
 PLACEHOLDERS = {"slurm_account": "my_project"}
@@ -136,6 +139,40 @@ def image_problems(config: dict) -> list[str]:
     return problems
 
 
+def runs_model_code(config: dict) -> bool:
+    """Whether some job runs the model's programs: a `code` reward, a code evaluation set, code in the mixture."""
+    rewarded = any(isinstance(section, dict) and "code" in section.get("rewards", []) for section in config.values())
+    evaluated = "code" in config.get("evaluation", {}).get("sets", {})
+    mixed = "code" in config.get("rejection_sampling", {}).get("targets", {})
+    return rewarded or evaluated or mixed
+
+
+def sandbox_problems(config: dict, profile: dict) -> list[str]:
+    """The code sandbox tried where the jobs will run it: in the GPU image when the profile uses images
+    (and apptainer is here), else on this machine. It needs unprivileged user namespaces, which many
+    sites refuse inside Apptainer; the jobs check it when they start, this says so before anything is
+    submitted. A login node's kernel can differ from the compute nodes': the message gives the check
+    to run on one."""
+    if not runs_model_code(config):
+        return []
+    probe = isolation_probe()
+    if uses_apptainer(profile):
+        image = container_images(config)["gpu"]
+        image = image if "://" in image or Path(image).is_absolute() else str(REPO / image)
+        command = ["apptainer", "exec", *shlex.split(str(profile.get("apptainer-args", ""))), image, *probe]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        problem = None if done.returncode == 0 else done.stderr.strip()[-300:] or f"exit {done.returncode}"
+    else:
+        command = probe
+        problem = isolation_problem()
+    if problem is None:
+        return []
+    return [f"the code sandbox (bubblewrap) cannot run here: {problem}. Jobs with a `code` reward, a code "
+            "evaluation set or code in the mixture would stop when they start. Ask your site for unprivileged "
+            "user namespaces on the compute nodes (check one with `srun --pty " + shlex.join(command) + "`), or "
+            "leave code out of the config (the `code` reward, evaluation set and mixture target)"]
+
+
 def partition_problems(jobs: list[PlannedJob], partitions: set[str] | None) -> list[str]:
     if partitions is None:
         return []
@@ -213,6 +250,8 @@ def main(argv=None) -> int:
     problems = profile_problems(profile_file, profile)
     if uses_apptainer(profile):
         problems += image_problems(config)
+    if not uses_apptainer(profile) or (apptainer_available() and not image_problems(config)):
+        problems += sandbox_problems(config, profile)  # in the image, once there is one to run
     jobs = planned_jobs(dry_run(args.configfile, args.profile, uses_apptainer(profile) and not apptainer_available()))
     problems += partition_problems(jobs, slurm_partitions())
 

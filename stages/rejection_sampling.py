@@ -49,6 +49,7 @@ from stages.rewards.answers import extract_final_answer
 from stages.rewards.code import is_code_row
 from stages.rewards.grading import Grader, graded_answer
 from stages.rewards.language import target_language_share
+from stages.rewards.sandbox import Sandbox, SandboxLimits
 from stages.rewards.steps import wrong_steps
 from stages.templates import CHAT, ResponseFormat, chat_messages, reasoning_of, response_format, summary_of
 
@@ -550,6 +551,8 @@ def main(argv=None):
     config = parse_config(RejectionConfig, argv)
     print_config(config)
     targets = config.target_counts()
+    if "code" in targets and "code" not in config.judge_domains:  # the sandbox refused: fail now, not in a worker
+        Sandbox(SandboxLimits(allow_rlimit_only=config.allow_rlimit_only))
     log = VerdictLog(Path(config.work_dir) / "verdicts.jsonl", config.verdict_fingerprint())
     try:
         candidates = verify_pool(config, log)

@@ -62,31 +62,48 @@ def test_the_shipped_profile_is_flagged_and_each_real_config_is_priced(name, tmp
     assert "prepare_data" not in rows and "report" not in rows  # login-node rules reserve nothing
 
 
-def test_a_site_ready_profile_passes(tmp_path, monkeypatch, capsys):
-    """Site values in the profile, apptainer on PATH, images in place, a partition Slurm knows: nothing to fix."""
+@pytest.fixture
+def site_ready(container_rootfs, tmp_path, monkeypatch) -> list[str]:
+    """Site values in the profile, apptainer on PATH (the stand-in), images in place (the CPU image's
+    root filesystem for both), a partition Slurm knows: preflight's arguments."""
     profile_dir = tmp_path / "profile"
     profile_dir.mkdir()
     profile = yaml.safe_load((PROFILE / "config.yaml").read_text())
     profile["default-resources"] = dict(profile["default-resources"], slurm_account="rl-lab")
     profile["apptainer-args"] = f"--nv --bind {tmp_path}"
     (profile_dir / "config.yaml").write_text(yaml.safe_dump(profile))
-    images = {flavour: tmp_path / f"r1-{flavour}.sif" for flavour in ("cpu", "gpu")}
-    for image in images.values():
-        image.write_text("an image")
     layered = tmp_path / "site.yaml"
-    layered.write_text(yaml.safe_dump({"containers": {flavour: str(path) for flavour, path in images.items()}}))
+    layered.write_text(yaml.safe_dump({"containers": {"cpu": str(container_rootfs), "gpu": str(container_rootfs)}}))
     monkeypatch.setenv("PATH", f"{FAKE_APPTAINER_DIR}:{Path(preflight.sys.executable).parent}:/usr/bin:/bin")
     monkeypatch.setenv("R1_FAKE_APPTAINER_LOG", str(tmp_path / "apptainer-calls.jsonl"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(preflight, "slurm_partitions", lambda: {"gpu", "debug"})
-    argv = ["--configfile", str(REPO / "configs" / "qwen2.5-1.5b.yaml"), str(layered), "--profile", str(profile_dir)]
+    return ["--configfile", str(REPO / "configs" / "qwen2.5-1.5b.yaml"), str(layered), "--profile", str(profile_dir)]
+
+
+def test_a_site_ready_profile_passes(site_ready, tmp_path, monkeypatch, capsys):
+    argv = site_ready
     assert preflight.main(argv) == 0, capsys.readouterr().out
     assert capsys.readouterr().out.rstrip().endswith("nothing to fix")
+    # the code sandbox was tried in the GPU image (the 1.5B config rewards and evaluates code)
+    calls = (tmp_path / "apptainer-calls.jsonl").read_text()
+    assert '"bwrap", "--unshare-all"' in calls
 
     # the same site whose cluster has no partition of that name
     monkeypatch.setattr(preflight, "slurm_partitions", lambda: {"batch"})
     assert preflight.main(argv) == 1
     assert "partition 'gpu' is not one sinfo lists (batch)" in capsys.readouterr().out
+
+
+def test_a_sandbox_the_image_refuses_is_flagged_before_anything_is_submitted(site_ready, monkeypatch, capsys):
+    """Many sites refuse unprivileged user namespaces inside Apptainer: every job that runs model code
+    would stop (gpu-path-audit-3, N2). Here the probe in the image fails as bwrap fails there."""
+    refusal = ["sh", "-c", "echo 'bwrap: No permissions to create new namespace' >&2; exit 1"]
+    monkeypatch.setattr(preflight, "isolation_probe", lambda: refusal)
+    assert preflight.main(site_ready) == 1
+    output = capsys.readouterr().out
+    assert "the code sandbox (bubblewrap) cannot run here: bwrap: No permissions to create new namespace" in output
+    assert "srun --pty apptainer exec --nv --bind" in output
 
 
 def test_a_missing_config_file_is_one_line_with_the_choices(tmp_path, monkeypatch):

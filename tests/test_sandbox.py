@@ -262,3 +262,31 @@ def test_without_bubblewrap_code_rewards_refuse_unless_allowed(monkeypatch):
     assert not weak.isolated
     assert weak.run("print(input())", stdin="hi\n").stdout == "hi\n"
     assert weak.run("while True:\n    pass").timed_out
+
+
+@pytest.fixture
+def refused_sandbox(monkeypatch):
+    """A site whose kernel refuses the sandbox's user namespaces (inside Apptainer, on many HPC nodes)."""
+    import stages.rewards.sandbox as sandbox
+
+    monkeypatch.setattr(sandbox, "isolation_problem", lambda interpreter="": "bubblewrap cannot create namespaces")
+
+
+def test_an_evaluation_with_code_fails_on_a_refused_sandbox_before_it_samples(refused_sandbox, small_data_dir,
+                                                                              tmp_path, monkeypatch):
+    """It used to fail at scoring the `code` set, the last, after sampling every other set, and lose them
+    all (gpu-path-audit-3, N2)."""
+    from stages import evaluate
+
+    loaded = []
+    monkeypatch.setattr(evaluate, "load_generator", lambda *args, **kwargs: loaded.append(args))
+    with pytest.raises(SandboxUnavailable, match="without isolation"):
+        evaluate.main(["--model_path", "no-model", "--output_dir", str(tmp_path / "eval"), "--eval_sets",
+                       f"math={small_data_dir / 'eval_math.parquet'}", f"code={small_data_dir / 'eval_code.parquet'}"])
+    assert loaded == []
+
+
+def test_rl_with_the_code_reward_fails_on_a_refused_sandbox_when_it_starts(refused_sandbox):
+    with pytest.raises(SandboxUnavailable):
+        build_reward_functions(["accuracy", "code", "format"], RewardSettings())
+    build_reward_functions(["accuracy", "format"], RewardSettings())  # no code reward: no sandbox needed

@@ -139,5 +139,7 @@ def build_reward_functions(names: list[str], settings: RewardSettings) -> list[R
                         code_timeout_s=settings.code_timeout_s, code_workers=len(os.sched_getaffinity(0)),
                         allow_rlimit_only=settings.allow_rlimit_only, code_scoring=settings.code_scoring,
                         code_language=settings.code_language)
+        if "code" in names:
+            grader.start_sandbox()
     return [REWARDS[name](name, settings, grader) if issubclass(REWARDS[name], Graded)
             else REWARDS[name](name, settings) for name in names]

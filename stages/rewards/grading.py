@@ -48,7 +48,7 @@ class Grader:
         self.verifier = AnswerVerifier(verify_timeout_s, lanes=lanes)
         self.code_language = code_language
         self._code_settings = (code_timeout_s, code_workers, allow_rlimit_only, code_scoring)
-        self._code: CodeVerifier | None = None  # the sandbox starts with the first code row
+        self._code: CodeVerifier | None = None  # the sandbox starts with the first code row, or start_sandbox()
 
     @property
     def code(self) -> CodeVerifier:
@@ -56,6 +56,11 @@ class Grader:
             timeout_s, workers, allow_rlimit_only, scoring = self._code_settings
             self._code = CodeVerifier.with_timeout(timeout_s, workers, allow_rlimit_only, scoring)
         return self._code
+
+    def start_sandbox(self) -> None:
+        """Starts the code sandbox now, where a job that will run code begins: a site that refuses its
+        namespaces fails the job before it samples or trains, not at its first code row."""
+        _ = self.code
 
     def answer(self, completion: str, row: dict) -> str | None:
         return graded_answer(completion, row, self.format, self.code_language)

@@ -61,13 +61,18 @@ class SandboxUnavailable(RuntimeError):
     pass
 
 
+def isolation_probe(interpreter: str = "/usr/bin/python3") -> list[str]:
+    """A program run as the sandbox runs one: it fails where namespaces are refused."""
+    return ["bwrap", "--unshare-all", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
+            "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc",
+            "--dev", "/dev", "--", interpreter, "-c", "pass"]
+
+
 def isolation_problem(interpreter: str = "/usr/bin/python3") -> str | None:
     """Why bubblewrap isolation cannot run here, or None."""
     if shutil.which("bwrap") is None:
         return "bubblewrap (bwrap) is not installed (Debian: apt-get install bubblewrap)"
-    probe = subprocess.run(["bwrap", "--unshare-all", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
-                            "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc",
-                            "--dev", "/dev", "--", interpreter, "-c", "pass"], capture_output=True, text=True)
+    probe = subprocess.run(isolation_probe(interpreter), capture_output=True, text=True)
     if probe.returncode != 0:
         return f"bubblewrap cannot create namespaces here: {probe.stderr.strip()[:300]}"
     return None
