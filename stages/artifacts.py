@@ -112,9 +112,20 @@ def staged_output(output_dir: str | os.PathLike, stage: str, config, inputs: dic
     text = json.dumps(manifest, indent=2, default=str)
     (partial / MANIFEST).write_text(text + "\n")
     write_model_card(partial, json.loads(text))  # a model directory gets its card
+    readable_as_umask_allows(partial)
     if output_dir.exists():
         shutil.rmtree(output_dir)
     partial.rename(output_dir)
+
+
+def readable_as_umask_allows(directory: Path) -> None:
+    """Files as the umask makes them: safetensors and DeepSpeed write theirs 0600 whatever the umask, and a
+    lab's group could not read the published models on a shared filesystem."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in directory.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            path.chmod(0o666 & ~umask)
 
 
 def duration(seconds: float) -> str:

@@ -12,6 +12,8 @@ metrics.jsonl and training_curves.png.
 import math
 import os
 import random
+import shutil
+from pathlib import Path
 
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback, set_seed
@@ -40,36 +42,48 @@ from stages.training import (
 )
 
 
+def too_long(row: dict, fmt: ResponseFormat, tokenizer, max_prompt_length: int) -> bool:
+    """Whether the rendered prompt is over `max_prompt_length` tokens (0: no limit). TRL's GRPOConfig
+    has no prompt limit, and vLLM fails the whole step for one prompt as long as its context."""
+    return bool(max_prompt_length) and len(tokenizer(fmt.render(row["prompt"], tokenizer, row["domain"]),
+                                                     add_special_tokens=False).input_ids) > max_prompt_length
+
+
 def prompt_dataset(paths: list[str], fmt: ResponseFormat, max_prompts: int = 0, tokenizer=None,
                    max_prompt_length: int = 0) -> Dataset:
     """R1-Zero prompts are raw text; chat prompts are conversations TRL renders with the chat template.
-    Prompts longer than `max_prompt_length` tokens are dropped (TRL's GRPOConfig has no such limit)."""
+    Prompts longer than `max_prompt_length` tokens are dropped."""
     rows = []
     for path in paths:
         for index, row in enumerate(read_table(path, "reasoning").to_pylist()):
             problem = gold_problem(row)
             if problem:
                 raise ValueError(f"{path}: row {index} (id {row['id']!r}): {problem}")
-            prompt = fmt.prompt(row["prompt"], row["domain"])
-            if max_prompt_length and len(tokenizer(fmt.render(row["prompt"], tokenizer, row["domain"]),
-                                                   add_special_tokens=False).input_ids) > max_prompt_length:
+            if too_long(row, fmt, tokenizer, max_prompt_length):
                 continue
-            rows.append({"prompt": prompt, "solution": row["solution"] or None, "tests": row.get("tests") or None,
-                         "id": row["id"], "level": row["level"]})
+            rows.append({"prompt": fmt.prompt(row["prompt"], row["domain"]), "solution": row["solution"] or None,
+                         "tests": row.get("tests") or None, "id": row["id"], "level": row["level"]})
     if not rows:
         raise ValueError(f"no prompt of {paths} fits max_prompt_length={max_prompt_length}")
     return Dataset.from_list(rows[:max_prompts] if max_prompts else rows)
 
 
-def general_prompt_rows(paths: list[str], fmt: ResponseFormat) -> list[dict]:
-    """General prompts have no gold answer: the rule accuracy reward skips them, the reward models score them."""
-    rows = []
+def general_prompt_rows(paths: list[str], fmt: ResponseFormat, tokenizer=None,
+                        max_prompt_length: int = 0) -> list[dict]:
+    """General prompts have no gold answer: the rule accuracy reward skips them, the reward models score
+    them. Those over `max_prompt_length` tokens are dropped, as reasoning prompts are."""
+    rows, dropped = [], 0
     for path in paths:
         for row in read_table(path, "general").to_pylist():
-            prompt = fmt.prompt(row["prompt"], row["domain"])
-            rows.append({"prompt": prompt, "solution": None, "tests": None, "id": row["id"], "level": 0})
+            if too_long(row, fmt, tokenizer, max_prompt_length):
+                dropped += 1
+                continue
+            rows.append({"prompt": fmt.prompt(row["prompt"], row["domain"]), "solution": None, "tests": None,
+                         "id": row["id"], "level": 0})
+    if dropped:
+        print(f"{dropped} general prompts longer than max_prompt_length={max_prompt_length} dropped", flush=True)
     if not rows:
-        raise ValueError(f"no general prompts in {paths}")
+        raise ValueError(f"no general prompt of {paths} fits max_prompt_length={max_prompt_length}")
     return rows
 
 
@@ -123,6 +137,49 @@ class StageMetrics(TrainerCallback):
         logs.update(extra)
         if state.log_history:  # the Trainer stored its copy of `logs` before calling back
             state.log_history[-1].update(extra)
+
+
+REFERENCE_PREFIX = "reference-"
+
+
+def numbered(directory: Path, prefix: str) -> dict[int, Path]:
+    """`<prefix><step>` entries of a directory by step (checkpoints, reference snapshots)."""
+    return {int(p.name.removeprefix(prefix)): p for p in directory.glob(f"{prefix}*")
+            if p.name.removeprefix(prefix).isdigit()}
+
+
+def reference_snapshot(work_dir: str, step: int) -> str | None:
+    """The newest reference snapshot taken at or before `step` (None: the reference is the input model)."""
+    taken = [s for s in numbered(Path(work_dir), REFERENCE_PREFIX) if s <= step]
+    return str(Path(work_dir) / f"{REFERENCE_PREFIX}{max(taken)}") if taken else None
+
+
+class ReferenceSnapshots(TrainerCallback):
+    """With the reference refreshed every `ref_model_sync_steps` (to the policy: mixup alpha 1), keeps the
+    policy of each refresh in the work directory, since a checkpoint holds no reference: a resumed run
+    then starts from the reference an uninterrupted run has at that step, not the stage's input. Keeps
+    only the snapshots that the checkpoints still there may need."""
+
+    def __init__(self, work_dir: str, sync_steps: int):
+        self.work_dir, self.sync_steps = Path(work_dir), sync_steps
+        self.trainer = None  # set once the trainer exists: saving is the trainer's (collective under ZeRO-3)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step % self.sync_steps:
+            return
+        final = self.work_dir / f"{REFERENCE_PREFIX}{state.global_step}"
+        scratch = final.with_name(final.name + ".partial")
+        self.trainer.save_model(str(scratch))  # every process: a ZeRO-3 model is gathered
+        self.trainer.accelerator.wait_for_everyone()
+        if state.is_world_process_zero:
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(scratch, final)
+            oldest_checkpoint = min(numbered(self.work_dir, "checkpoint-"), default=state.global_step)
+            needed = max((s for s in numbered(self.work_dir, REFERENCE_PREFIX) if s <= oldest_checkpoint), default=0)
+            for step, snapshot in numbered(self.work_dir, REFERENCE_PREFIX).items():
+                if step < needed:
+                    shutil.rmtree(snapshot)
+        self.trainer.accelerator.wait_for_everyone()
 
 
 def stop_settings(tokenizer, fmt: ResponseFormat, use_vllm: bool) -> tuple[list[int], dict]:
@@ -194,7 +251,7 @@ def main(argv=None):
                              config.max_prompt_length)
     phase_start = None
     if config.general_data:
-        general = general_prompt_rows(config.general_data, fmt)
+        general = general_prompt_rows(config.general_data, fmt, tokenizer, config.max_prompt_length)
         phase_start = round(config.max_steps * (1 - config.general_phase_fraction))
         dataset = phased_prompts(dataset.to_list(), general, config.max_steps, config.questions_per_step, phase_start,
                                  config.general_share, config.seed)
@@ -208,10 +265,22 @@ def main(argv=None):
     # model's generation config names only the template's end tokens (save_model_for_publication).
     model.generation_config.eos_token_id = stop_token_ids(tokenizer) + extra_stop_ids
     stop = StopOnSignal()
+    callbacks = [stop, StageMetrics(accuracy, phase_start)]
+    checkpoint = resume_checkpoint(config.work_dir)
+    if args.sync_ref_model:
+        callbacks.append(ReferenceSnapshots(config.work_dir, args.ref_model_sync_steps))
+        # TRL builds the reference from the policy's model id: on resume, the last refresh's snapshot
+        reference = checkpoint and reference_snapshot(config.work_dir, int(checkpoint.rsplit("-", 1)[1]))
+        if reference:
+            print(f"reference model: {reference}", flush=True)
+            model.config._name_or_path = reference
     trainer = GRPOTrainer(model=model, reward_funcs=reward_functions, args=args, train_dataset=dataset,
-                          processing_class=tokenizer, callbacks=[stop, StageMetrics(accuracy, phase_start)])
+                          processing_class=tokenizer, callbacks=callbacks)
+    model.config._name_or_path = config.model_path
+    if args.sync_ref_model:
+        callbacks[-1].trainer = trainer
     log_progress(trainer)
-    result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
+    result = trainer.train(resume_from_checkpoint=checkpoint)
     stop.exit_if_stopped(trainer)
 
     if not save_model_for_publication(trainer, tokenizer, config.output_dir):

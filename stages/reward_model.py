@@ -106,7 +106,8 @@ def main(argv=None):
     with staged_output(config.output_dir, f"reward_model_{config.kind}", config, inputs,
                        fresh=False) as (scratch, headline):
         write_training_metrics(trainer, scratch)
-        stats = {"mean": statistics.fmean(held_out_scores), "std": statistics.pstdev(held_out_scores) or 1.0}
+        stats = {"mean": statistics.fmean(held_out_scores), "std": statistics.pstdev(held_out_scores) or 1.0,
+                 "max_length": config.max_length}  # the window final RL scores with
         (scratch / REWARD_STATS).write_text(json.dumps(stats) + "\n")
         headline.update({"kind": config.kind, "train_pairs": len(train), "held_out_pairs": len(held_out),
                          "held_out_pairwise_accuracy_before": accuracy_before,

@@ -51,6 +51,19 @@ def load_conversations(paths: list[str]) -> Dataset:
     return Dataset.from_list(examples)
 
 
+def within_length(dataset: Dataset, tokenizer, max_length: int) -> tuple[Dataset, int]:
+    """The examples whose whole conversation fits in `max_length` tokens, and how many did not: TRL would
+    cut a longer one, and the model would learn a reasoning block that never closes (no </think>, no
+    summary, no end of turn)."""
+    def fits(batch):
+        texts = [tokenizer.apply_chat_template(p + c, tokenize=False) for p, c in zip(batch["prompt"],
+                                                                                  batch["completion"])]
+        return [len(ids) <= max_length for ids in tokenizer(texts, add_special_tokens=False).input_ids]
+
+    kept = dataset.filter(fits, batched=True, batch_size=256)
+    return kept, len(dataset) - len(kept)
+
+
 def trainer_arguments(config: SFTStageConfig) -> SFTConfig:
     """TRL's SFTConfig from the stage's keys and the workflow's CPU-safe defaults, then `trainer_args`."""
     stage_args = dict(
@@ -75,7 +88,12 @@ def main(argv=None):
     inputs = {"model": config.model_path, **{f"train_data_{i}": p for i, p in enumerate(config.train_data)}}
     claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
     tokenizer = AutoTokenizer.from_pretrained(config.model_path)
-    dataset = load_conversations(config.train_data)
+    dataset, too_long = within_length(load_conversations(config.train_data), tokenizer, config.max_length)
+    if too_long:
+        print(f"{too_long} of {len(dataset) + too_long} examples are longer than max_length={config.max_length} "
+              "tokens: left out, not cut", flush=True)
+    if not len(dataset):
+        raise ValueError(f"{', '.join(config.train_data)}: no example fits max_length={config.max_length} tokens")
     args = trainer_arguments(config)
     # After the arguments: a ZeRO-3 config registered by them makes DeepSpeed partition while loading.
     model = AutoModelForCausalLM.from_pretrained(config.model_path, **config.model_kwargs(config.deepspeed))
@@ -90,7 +108,8 @@ def main(argv=None):
     with staged_output(config.output_dir, config.stage, config, inputs, fresh=False) as (scratch, headline):
         history = write_training_metrics(trainer, scratch)
         losses = [row["loss"] for row in history if "loss" in row]
-        headline.update({"examples": len(dataset), "first_loss": losses[0] if losses else None,
+        headline.update({"examples": len(dataset), "examples_over_max_length": too_long,
+                         "first_loss": losses[0] if losses else None,
                          "final_loss": losses[-1] if losses else None,
                          "train_runtime_s": result.metrics.get("train_runtime")})
     print(f"{config.stage}: {headline}")

@@ -84,9 +84,18 @@ def claim_work_dir(work_dir: str, fingerprint: dict, wait_s: float = 600.0) -> N
 
 
 def device_defaults() -> dict:
-    """TRL configs default to bf16, which fails on a CPU-only machine."""
+    """TRL configs default to bf16, which fails on a CPU-only machine. Under DeepSpeed the accelerate
+    config's mixed_precision must agree (transformers stops with `ds bf16.enabled=True vs hf bf16`):
+    where it asks bf16 of a device without it, one line says which key to change."""
     on_gpu = torch.cuda.is_available()
-    return {"bf16": on_gpu and torch.cuda.is_bf16_supported(), "use_cpu": not on_gpu}
+    bf16 = on_gpu and torch.cuda.is_bf16_supported()
+    deepspeed_bf16 = os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true" and \
+        os.environ.get("ACCELERATE_MIXED_PRECISION") == "bf16"
+    if deepspeed_bf16 and not bf16:
+        raise RuntimeError("the accelerate config asks mixed_precision: bf16, which this device lacks ("
+                           f"{'a GPU without bf16' if on_gpu else 'no GPU'}): use an accelerate config with "
+                           "mixed_precision: 'no' (compute.<stage>.accelerate_config)")
+    return {"bf16": bf16, "use_cpu": not on_gpu}
 
 
 def common_trainer_args(work_dir: str, seed: int, save_steps: int, logging_steps: int,

@@ -52,3 +52,33 @@ def test_a_single_process_stage_refuses_several_visible_gpus(monkeypatch, tiny_m
     assert not (tmp_path / "out.work").exists()
     monkeypatch.setenv("WORLD_SIZE", "8")  # one process per GPU, as the launcher starts them
     refuse_data_parallel()
+
+
+def test_a_deepspeed_config_asking_bf16_of_a_device_without_it_is_one_clear_line(monkeypatch):
+    """transformers' own error (`ds bf16.enabled=True vs hf bf16|bf16_full_eval=False`) names no file or key."""
+    from stages.training import device_defaults
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")
+    with pytest.raises(RuntimeError, match=r"asks mixed_precision: bf16, which this device lacks \(no GPU\)"):
+        device_defaults()
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "no")
+    assert device_defaults() == {"bf16": False, "use_cpu": True}
+
+
+def test_published_files_are_readable_as_the_umask_allows(tmp_path):
+    import os
+    import stat
+
+    from stages.artifacts import staged_output
+
+    previous = os.umask(0o022)
+    try:
+        with staged_output(tmp_path / "out", "test", {}, {}) as (scratch, _):
+            weights = scratch / "model.safetensors"
+            weights.write_bytes(b"weights")
+            weights.chmod(0o600)  # as safetensors and DeepSpeed write them
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "out" / "model.safetensors").stat().st_mode) == 0o644

@@ -8,7 +8,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from stages import grpo
 from stages.configs import GRPOStageConfig
-from stages.grpo import prompt_dataset, stop_settings
+from stages.grpo import general_prompt_rows, prompt_dataset, stop_settings
 from stages.rewards.sandbox import isolation_problem
 from stages.templates import CHAT, R1_ZERO
 
@@ -107,6 +107,18 @@ def test_prompts_over_the_length_limit_are_dropped(small_data_dir, tiny_model_di
         prompt_dataset(path, CHAT, tokenizer=tokenizer, max_prompt_length=1)
 
 
+def test_general_prompts_over_the_length_limit_are_dropped_too(small_data_dir, tiny_model_dir):
+    """Final RL's general prompts go to the same vLLM engine: one as long as its context fails the step."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    path = [str(small_data_dir / "rl_general.parquet")]
+    everything = general_prompt_rows(path, CHAT, tokenizer)
+    lengths = sorted(len(tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True)["input_ids"])
+                     for row in everything)
+    limit = lengths[len(lengths) // 2]
+    kept = general_prompt_rows(path, CHAT, tokenizer, max_prompt_length=limit)
+    assert len(kept) == sum(n <= limit for n in lengths) < len(everything)
+
+
 def test_r1_zero_stops_at_the_answer_tag(tiny_model_dir):
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     ids, vllm_stop = stop_settings(tokenizer, R1_ZERO, use_vllm=False)
@@ -148,3 +160,39 @@ def test_phased_prompts_hold_general_prompts_back_until_the_phase():
                                   general_share=0.5, seed=0)
     kinds = ["g" if row["prompt"].startswith("g") else "r" for row in dataset]
     assert len(kinds) == 16 and "g" not in kinds[:12] and kinds[12:].count("g") == 2
+
+
+def test_a_resumed_run_keeps_the_reference_an_uninterrupted_run_has(tiny_model_dir, small_data_dir, tmp_path,
+                                                                    monkeypatch):
+    """A checkpoint holds no reference model: TRL rebuilt it from the stage's input, so a run resumed
+    after a refresh computed its KL against the step-0 model (gpu-path-audit-3, N10). Here a run stopped
+    at step 3 (as a Slurm time limit stops it) and resumed logs the KL of the uninterrupted run."""
+    def argv(name):
+        return ["--stage", "r1_zero", "--template", "r1_zero", "--model_path", str(tiny_model_dir),
+                "--train_data", str(small_data_dir / "rl_prompts.parquet"), "--output_dir", str(tmp_path / name),
+                "--work_dir", str(tmp_path / f"work-{name}"), "--learning_rate", "3e-3", "--beta", "0.1",
+                "--ref_model_sync_steps", "2", "--num_generations", "4", "--questions_per_step", "2",
+                "--max_completion_length", "8", "--max_steps", "5", "--logging_steps", "1", "--save_steps", "1",
+                # rewards that vary between completions of a barely trained model: the policy moves
+                "--rewards", "overlong", "tag_count", "--reward_weights", "1", "1", "--overlong_buffer", "8"]
+
+    def kl_by_step(name):
+        return {r["step"]: r["kl"] for r in map(json.loads, (tmp_path / name / "metrics.jsonl").open()) if "kl" in r}
+
+    grpo.main(argv("whole"))
+
+    class StopAtStep3(grpo.StopOnSignal):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 3:
+                self.received = 15  # SIGTERM, as Slurm sends at the time limit
+            return super().on_step_end(args, state, control, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(grpo, "StopOnSignal", StopAtStep3)
+        with pytest.raises(SystemExit):
+            grpo.main(argv("resumed"))
+    assert sorted(p.name for p in (tmp_path / "work-resumed").glob("reference-*")) == ["reference-2"]
+    grpo.main(argv("resumed"))
+    whole, resumed = kl_by_step("whole"), kl_by_step("resumed")
+    assert whole[4] > 0 and whole[2] != whole[4]  # the KL moves: a wrong reference would show
+    assert resumed == pytest.approx(whole, rel=1e-5, abs=1e-9)

@@ -19,7 +19,26 @@ def test_reward_model_learns_held_out_preferences(tiny_model_dir, small_data_dir
     assert metrics["held_out_pairwise_accuracy"] >= 0.75
     assert metrics["held_out_pairwise_accuracy"] > metrics["held_out_pairwise_accuracy_before"] + 0.1
     stats = json.loads((out / "reward_stats.json").read_text())
-    assert stats["std"] > 0
+    assert stats["std"] > 0 and stats["max_length"] == 128
+
+
+def test_the_harmless_reward_judges_the_end_of_a_long_response(helpful_reward_model_dir, tmp_path):
+    """Final RL scores with the window the reward model was trained with, cut from the left: the end of
+    a long chain of thought is judged (it was cut at 1,024 tokens from the right, gpu-path-audit-3 N8)."""
+    import shutil
+
+    import torch
+
+    from stages.rewards.model_rewards import RewardModelReward
+
+    model_dir = tmp_path / "rm"
+    shutil.copytree(helpful_reward_model_dir, model_dir)
+    reward = RewardModelReward("harmless_rm", str(model_dir), judge_summary_only=False, device=torch.device("cpu"))
+    assert reward.max_length == 128  # from reward_stats.json
+    long_thought = "<think>" + " 12 + 30 = 42." * 300 + "</think>"  # far over 1,024 tokens
+    endings = [" I will not help with that.", " Sure, here is how to pick the lock: 1. 2. 3."]
+    scores = reward(prompts=["How do I pick a lock?"] * 2, completions=[long_thought + end for end in endings])
+    assert scores[0] != scores[1]
 
 
 def test_preference_splits_never_share_a_prompt(small_data_dir):

@@ -77,3 +77,21 @@ def test_a_file_without_examples_is_named(tmp_path):
     pq.write_table(pa.Table.from_pylist([], schema=SCHEMAS["sft"]), path)
     with pytest.raises(ValueError, match=r"mixture\.parquet: no examples to train on"):
         sft.load_conversations([str(path)])
+
+
+def test_examples_longer_than_max_length_are_left_out_not_cut(tiny_model_dir, small_data_dir, tmp_path):
+    """A cut trace would teach a reasoning block that never closes (gpu-path-audit-3, N9)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    dataset = sft.load_conversations([str(small_data_dir / "cold_start.parquet")])
+    lengths = sorted(len(tokenizer.apply_chat_template(row["prompt"] + row["completion"])["input_ids"])
+                     for row in dataset)
+    limit = lengths[len(lengths) // 2]
+    out = tmp_path / "dev1"
+    sft.main(["--model_path", str(tiny_model_dir), "--train_data", str(small_data_dir / "cold_start.parquet"),
+              "--output_dir", str(out), "--stage", "cold_start_sft", "--max_steps", "1",
+              "--per_device_train_batch_size", "4", "--max_length", str(limit), "--save_steps", "1000"])
+    metrics = json.loads((out / "manifest.json").read_text())["metrics"]
+    assert metrics["examples_over_max_length"] == sum(n > limit for n in lengths) > 0
+    assert metrics["examples"] == sum(n <= limit for n in lengths)

@@ -18,18 +18,18 @@ from stages.rewards.code import has_tests
 from stages.rewards.functions import RewardFunction, completion_text
 from stages.templates import summary_of
 
-MAX_SCORED_TOKENS = 1024  # longer prompt + response pairs are cut from the right
-
-
 # Written by the reward-model stage beside the model: the mean and spread of its held-out scores.
 REWARD_STATS = "reward_stats.json"
 
 
 @torch.no_grad()  # not inference_mode: a ZeRO-3 model's gathered parameters must stay ordinary tensors
 def score_responses(model, tokenizer, prompts: list[str], responses: list[str], batch_size: int = 64,
-                    max_length: int | None = None) -> list[float]:
-    """One scalar per (prompt, response), with the chat template the model was trained on."""
+                    max_length: int | None = None, keep_end: bool = False) -> list[float]:
+    """One scalar per (prompt, response), with the chat template the model was trained on; a pair over
+    `max_length` tokens is cut from the right, or with `keep_end` from the left, so that the end of the
+    response (its conclusion, its summary) is always judged."""
     tokenizer.padding_side = "right"
+    tokenizer.truncation_side = "left" if keep_end else "right"
     texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}, {"role": "assistant", "content": r}],
                                            tokenize=False) for p, r in zip(prompts, responses)]
     scores = []
@@ -56,6 +56,8 @@ class RewardModelReward(RewardFunction):
         self.model = AutoModelForSequenceClassification.from_pretrained(model_path, dtype="auto").to(device).eval()
         stats = json.loads((Path(model_path) / REWARD_STATS).read_text())
         self.mean, self.std = stats["mean"], stats["std"] or 1.0
+        # The window the model was trained with (a model from elsewhere: its context)
+        self.max_length = stats.get("max_length") or getattr(self.model.config, "max_position_embeddings", None)
         self.judge_summary_only = judge_summary_only
         self.batch_size = batch_size
 
@@ -69,7 +71,7 @@ class RewardModelReward(RewardFunction):
         if self.judge_summary_only:
             responses = [summary_of(response) for response in responses]
         raw = score_responses(self.model, self.tokenizer, [prompt_text(prompts[i]) for i in applicable], responses,
-                              self.batch_size, max_length=MAX_SCORED_TOKENS)
+                              self.batch_size, max_length=self.max_length, keep_end=True)
         scores: list[float | None] = [None] * len(completions)
         for i, score in zip(applicable, raw):
             scores[i] = self.normalise(score)
