@@ -185,8 +185,8 @@ def model_path(stage):
 
 # ---- compute: Slurm resources and launchers -------------------------------------------------------
 # compute keys that are not Slurm resources: how the stage launches, and the planning estimate
-NOT_RESOURCES = ("accelerate_config", "vllm_server_gpus", "vllm_server_tensor_parallel_size", "vllm_server_startup_s",
-                 "estimated_hours")
+NOT_RESOURCES = ("accelerate_config", "mixed_precision", "vllm_server_gpus", "vllm_server_tensor_parallel_size",
+                 "vllm_server_startup_s", "estimated_hours")
 
 
 def stage_resources(stage):
@@ -216,7 +216,7 @@ def launcher(stage, module):
     flags = [f"--module {module}", f"--nodes {settings.get('nodes', 1)}", f"--gpus_per_node {settings.get('gpu', 0)}"]
     if settings.get("accelerate_config"):
         flags.append(f"--accelerate_config {os.path.join(workflow.basedir, settings['accelerate_config'])}")
-    for key in ("vllm_server_gpus", "vllm_server_tensor_parallel_size", "vllm_server_startup_s"):
+    for key in ("mixed_precision", "vllm_server_gpus", "vllm_server_tensor_parallel_size", "vllm_server_startup_s"):
         if settings.get(key):
             flags.append(f"--{key} {settings[key]}")
     if IN_CONTAINERS:

@@ -39,6 +39,8 @@ class LaunchConfig:
     vllm_server_startup_s: int = field(default=1800, metadata={
         "help": "How long the trainers wait for the vLLM server's /health: loading, compiling and capturing "
                 "CUDA graphs of several engines from a shared file system can outlast TRL's own 240 s wait."})
+    mixed_precision: str = field(default="", metadata={
+        "help": "accelerate launch --mixed_precision, over the accelerate config's (no, bf16, fp16; '': the file's)."})
     main_process_port: int = field(default=29500)
     task_prefix: str = field(default="", metadata={
         "help": "Put before every task's command, e.g. `apptainer exec --nv image.sif` (containers)."})
@@ -125,6 +127,8 @@ def plan(config: LaunchConfig, hosts: list[str], stage_args: list[str]) -> list[
                 mode = ["--config_file", config.accelerate_config]
             else:  # accelerate's torchrun launcher; without GPUs its processes join over gloo (CPU data parallel)
                 mode = ["--multi_gpu"]
+            if config.mixed_precision:
+                mode += ["--mixed_precision", config.mixed_precision]
             argv = ["accelerate", "launch", *mode, "--num_machines", str(machines),
                     "--num_processes", str(machines * gpus),
                     "--machine_rank", str(rank), "--main_process_ip", train_hosts[0],

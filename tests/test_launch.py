@@ -24,6 +24,12 @@ def test_single_node_uses_every_gpu_through_accelerate():
     assert task.argv[-len(STAGE) - 2:] == ["-m", "stages.sft", *STAGE]
 
 
+def test_mixed_precision_from_the_compute_section_overrides_the_accelerate_config():
+    (task,) = plan(LaunchConfig(module="stages.sft", gpus_per_node=2, accelerate_config=ZERO3, mixed_precision="no"),
+                   ["n1"], STAGE)
+    assert task.argv[2:6] == ["--config_file", ZERO3, "--mixed_precision", "no"]
+
+
 def test_multi_node_sft_runs_one_launcher_per_node_with_its_rank():
     hosts = ["gpu-a01", "gpu-a02", "gpu-b11"]
     tasks = plan(LaunchConfig(module="stages.sft", nodes=3, gpus_per_node=4, accelerate_config=ZERO3), hosts, STAGE)
