@@ -173,3 +173,20 @@ def test_code_sets_map_test_cases_and_drop_rows_they_cannot_run(tmp_path):
     assert counts["bad_rows_dropped"] == {
         "rl_prompts: test case type 'function_call' is not supported (stdin_stdout or assert)": 1,
         "rl_prompts: unusable test cases": 1}
+
+
+def test_a_set_of_several_sources_is_shuffled_so_its_first_rows_hold_every_source(tmp_path):
+    """Generation and GRPO take a set's first `max_prompts` rows: math first and code after would give
+    them no code prompt (the 1.5B config's RL pool is OpenR1-Math, then the coding problems)."""
+    math = [{"problem": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(40)]
+    code = [{"statement": f"Print {i}.", "cases": [{"type": "stdin_stdout", "input": "", "output": f"{i}\n"}]}
+            for i in range(40)]
+    sources = {"rl_prompts": [
+        {"path": _write(tmp_path / "math.parquet", math), "fields": {"prompt": "problem", "solution": "answer"}},
+        {"path": _write(tmp_path / "code.parquet", code), "fields": {"prompt": "statement", "tests": "cases"},
+         "domain": "code"}]}
+    tables, _ = prepare(PrepareConfig(output_dir=str(tmp_path / "out"), sources=json.dumps(sources)))
+    rows = tables["rl_prompts"]
+    assert len(rows) == 80 and {row["domain"] for row in rows[:16]} == {"math", "code"}
+    again, _ = prepare(PrepareConfig(output_dir=str(tmp_path / "out"), sources=json.dumps(sources)))
+    assert [row["prompt"] for row in again["rl_prompts"]] == [row["prompt"] for row in rows]  # seeded

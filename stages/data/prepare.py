@@ -344,6 +344,10 @@ def prepare(config: PrepareConfig, rows_of=load_source) -> tuple[dict[str, list[
         tables[stem] = kept
         if kind_of(stem) == "preference":
             hold_out_preferences(kept, config.preference_eval_share, config.seed)
+        elif len(config.source_map()[stem]) > 1:
+            # Sources one after another would give a stage that takes the first N rows (generation's and
+            # GRPO's max_prompts) the first source alone: math and no code.
+            random.Random(f"{config.seed}:{stem}").shuffle(kept)
     counts = {"rows": {stem: len(rows) for stem, rows in tables.items()},
               "decontaminated": removed, "bad_rows_dropped": dict(bad)}
     return tables, counts
