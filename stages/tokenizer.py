@@ -26,7 +26,9 @@ def chat_template_renderer():
     return lambda messages: template.render(messages=messages, add_generation_prompt=False)
 
 
-def train_tokenizer(texts, vocab_size: int) -> PreTrainedTokenizerFast:
+def train_tokenizer(texts, vocab_size: int, tags_as_tokens: bool = True) -> PreTrainedTokenizerFast:
+    """`tags_as_tokens: False` leaves the template tags to the BPE, several tokens each, as in Qwen2.5's
+    vocabulary (the rehearsal's models)."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Digits(individual_digits=True),
@@ -41,7 +43,8 @@ def train_tokenizer(texts, vocab_size: int) -> PreTrainedTokenizerFast:
     wrapped.add_special_tokens({"additional_special_tokens": [IM_START]})
     # Ordinary (non-special) added tokens: GRPO decodes with skip_special_tokens=True, and the
     # format reward must still see the tags.
-    wrapped.add_tokens(list(THINK_TAGS), special_tokens=False)
+    if tags_as_tokens:
+        wrapped.add_tokens(list(THINK_TAGS), special_tokens=False)
     wrapped.chat_template = CHAT_TEMPLATE
     wrapped.model_max_length = 1024
     return wrapped

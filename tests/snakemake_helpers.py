@@ -45,6 +45,18 @@ FAST = {
 }
 
 
+# The test cluster's site values (tests/slurm/cluster.sh)
+PARTITION, ACCOUNT = "cpu", "r1test"
+
+
+def site_profile(profile: dict) -> dict:
+    """The shipped Slurm profile with the test cluster's site values, and quicker status checks."""
+    site = dict(profile, **{"slurm-init-seconds-before-status-checks": 2, "latency-wait": 5})
+    site["default-resources"] = dict(profile["default-resources"], slurm_partition=PARTITION, slurm_account=ACCOUNT)
+    site["apptainer-args"] = f"--nv --bind {REPO}:{REPO}:ro"  # the checkout is outside the working directory
+    return site
+
+
 def merged(base: dict, override: dict) -> dict:
     result = copy.deepcopy(base)
     for key, value in override.items():

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from stages.rewards.sandbox import isolation_problem
+from tests.snakemake_helpers import apptainer_env
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench"
@@ -69,12 +70,14 @@ def test_tiny_bench_script(venv_env, tmp_path):
 
 
 def test_gpu_smoke_script_plans_every_stage(venv_env, tmp_path):
-    """The GPU smoke test's config and plan; the run itself needs a GPU (bench/README.md)."""
+    """The GPU smoke check's plan: the rehearsal's 1.5B DAG on one GPU, every job in the GPU image (the
+    stand-in apptainer answers the dry run); the run itself needs a GPU (bench/README.md)."""
+    env = {**apptainer_env(venv_env, tmp_path / "calls.jsonl"), "R1_REHEARSAL_DIR": str(tmp_path / "smoke")}
     done = subprocess.run(["bash", BENCH / "gpu_smoke.sh", "--dry-run"], cwd=REPO, capture_output=True, text=True,
-                          env={**venv_env, "GPU_SMOKE_DIR": str(tmp_path)}, timeout=300)
+                          env=env, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    for rule in ("fetch_model", "r1_zero", "cold_start_sft", "reasoning_rl", "generate",
-                 "rejection_sampling", "mixture_sft", "reward_model", "final_rl", "distill", "evaluate",
-                 "report"):
+    for rule in ("prepare_data", "r1_zero", "cold_start_sft", "reasoning_rl", "generate", "rejection_sampling",
+                 "mixture_sft", "reward_model", "final_rl", "distill", "evaluate", "report"):
         assert f"rule {rule}:" in done.stdout, rule
-    assert "--backend vllm" in done.stdout
+    assert "fetch_model" not in done.stdout  # the models are built at their hub ids
+    assert "stages.launch" not in done.stdout and "--backend vllm" in done.stdout  # one process, one GPU

@@ -165,15 +165,6 @@ def test_a_config_written_before_the_renames_names_each_new_key(tmp_path, venv_e
         assert f"{old}: renamed to {new} " in output, output
     assert "unknown key" not in output and "missing (required" not in output
 
-def test_gpu_smoke_config_plans_every_stage_with_vllm_sampling(tmp_path, venv_env):
-    jobs, details = plan(tmp_path, venv_env, REPO / "configs" / "gpu-smoke.yaml")
-    assert jobs["tiny_data"] == 1 and jobs["fetch_model"] == 2 and "base" not in jobs
-    assert all("--backend vllm" in job["shell"]
-               for job in by_rule(details, "generate") + by_rule(details, "evaluate"))
-    assert all("--use_vllm true --vllm_mode colocate" in job["shell"]
-               for rule in ("r1_zero", "reasoning_rl", "final_rl") for job in by_rule(details, rule))
-
-
 def test_a_stage_s_own_cpu_setting_replaces_the_default_s_either_way():
     from stages.config_checks import compute_settings
 

@@ -25,7 +25,16 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from containers.lock import GPU_REQUIREMENTS, LOCK, forced_differences, normalized, pinned
+from containers.lock import (
+    GPU_REQUIREMENTS,
+    LOCK,
+    VLLM_CPU_LEFT_OUT,
+    VLLM_CPU_LOCK,
+    VLLM_CPU_OWN,
+    forced_differences,
+    normalized,
+    pinned,
+)
 from tests.snakemake_helpers import FAST, IMAGE_PYTHON, REPO, TINY, apptainer_env, merged, snakemake, write_config
 
 
@@ -52,6 +61,18 @@ def test_cpu_and_gpu_share_every_version_but_the_forced_differences():
     for package in ("torch", "transformers", "trl", "accelerate", "datasets", "tokenizers", "huggingface-hub",
                     "safetensors", "math-verify", "sympy", "pyarrow", "pandas"):
         assert package in shared, package
+
+
+def test_the_vllm_cpu_environment_shares_the_gpu_images_versions():
+    """The vLLM tests and the rehearsal test the versions the GPU image runs: vLLM's CPU build at the
+    image's vLLM version, and every shared package at the image's version but those its CPU build pins
+    (torch's CPU build, setuptools) or Python 3.11 forces (cpu-gpu-differences.txt)."""
+    vllm_cpu, gpu = pinned(VLLM_CPU_LOCK), pinned(GPU_REQUIREMENTS)
+    assert vllm_cpu["vllm-cpu"] == gpu["vllm"] and vllm_cpu["deepspeed"] == gpu["deepspeed"]
+    shared = set(vllm_cpu) & set(gpu)
+    differing = {name for name in shared if Version(vllm_cpu[name]).public != Version(gpu[name]).public}
+    assert differing <= VLLM_CPU_OWN | set(forced_differences()), differing
+    assert not VLLM_CPU_LEFT_OUT & set(vllm_cpu)
 
 
 def test_the_venv_is_the_lock_exactly():

@@ -42,8 +42,7 @@ def launched(config: dict, rule: str) -> bool:
     return settings.get("nodes", 1) > 1 or settings.get("gpu", 0) > 1 or bool(settings.get("vllm_server_gpus"))
 
 
-@pytest.mark.parametrize("name, override", [(name, {}) for name in ["tiny", "qwen2.5-1.5b", "qwen2.5-7b", "paper",
-                                                                    "gpu-smoke"]]
+@pytest.mark.parametrize("name, override", [(name, {}) for name in ["tiny", "qwen2.5-1.5b", "qwen2.5-7b", "paper"]]
                          + [("tiny", {"cold_start_data": {"source": "r1_zero"}})])  # rules only this option has
 def test_the_workflow_passes_snakemake_lint(name, override, tmp_path, venv_env):
     config = merged(yaml.safe_load((REPO / "configs" / f"{name}.yaml").read_text()), override)

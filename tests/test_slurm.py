@@ -23,12 +23,12 @@ from tests.snakemake_helpers import (
     apptainer_env,
     merged,
     planned_jobs,
+    site_profile,
     snakemake,
     write_config,
 )
 
 CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
-PARTITION, ACCOUNT = "cpu", "r1test"
 LOCAL_RULES = {"tiny_data", "report", "all"}
 
 # The fast tiny cut, with the Slurm resources a scale config gives: a 2-node SFT, a GRPO stage on a GPU.
@@ -67,13 +67,6 @@ def test_profile_is_the_users_with_site_values_only():
     profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
     assert profile["executor"] == "slurm" and profile["retries"] >= 1
     assert set(site_profile(profile)) == set(profile) | {"latency-wait"}
-
-
-def site_profile(profile: dict) -> dict:
-    site = dict(profile, **{"slurm-init-seconds-before-status-checks": 2, "latency-wait": 5})
-    site["default-resources"] = dict(profile["default-resources"], slurm_partition=PARTITION, slurm_account=ACCOUNT)
-    site["apptainer-args"] = f"--nv --bind {REPO}:{REPO}:ro"  # the checkout is outside the working directory
-    return site
 
 
 def sacct_jobs(since: str) -> list[dict]:

