@@ -68,12 +68,19 @@ def run(command: list[str], env=None, cwd=None, timeout=3600) -> subprocess.Comp
     return done
 
 
+CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
+
+
+def cluster_is_up() -> bool:
+    return bool(shutil.which("sinfo")) and subprocess.run(["sinfo", "-h"], capture_output=True).returncode == 0
+
+
 def prepare() -> dict:
     """The cluster, the images, the hub in a fresh working directory, the site's profile and config;
     returns the environment Snakemake runs in."""
     say("== the cluster, the images, the hub")
-    if not (shutil.which("sinfo") and subprocess.run(["sinfo", "-h"], capture_output=True).returncode == 0):
-        done = run(["bash", str(REPO / "tests" / "slurm" / "cluster.sh"), "up"], timeout=900)
+    if not cluster_is_up():
+        done = run(["bash", str(CLUSTER), "up"], timeout=900)
         if done.returncode:
             raise SystemExit(done.stdout[-3000:] + done.stderr[-3000:])
     for image, flavour in ((CPU_IMAGE, "cpu"), (GPU_IMAGE, "vllm-cpu")):
@@ -217,9 +224,14 @@ def main() -> int:
     if "--gpu" in sys.argv[1:]:
         rehearse_on_one_gpu(dry_run="--dry-run" in sys.argv[1:])
     else:
-        env = prepare()
-        rehearse_15b(env)
-        rehearse_7b(env)
+        was_up = cluster_is_up()
+        try:
+            env = prepare()
+            rehearse_15b(env)
+            rehearse_7b(env)
+        finally:
+            if not was_up:  # leave the machine as it was
+                run(["bash", str(CLUSTER), "down"], timeout=120)
     failed = [what for ok, what in results if not ok]
     say(f"\n{time.time() - started:.0f} s; logs: {WORK}/results/*/logs")
     say(f"rehearsal: {len(results) - len(failed)} passed, {len(failed)} failed")
