@@ -41,7 +41,9 @@ class LaunchConfig:
                 "CUDA graphs of several engines from a shared file system can outlast TRL's own 240 s wait."})
     mixed_precision: str = field(default="", metadata={
         "help": "accelerate launch --mixed_precision, over the accelerate config's (no, bf16, fp16; '': the file's)."})
-    main_process_port: int = field(default=29500)
+    main_process_port: int = field(default=0, metadata={
+        "help": "The trainers' rendezvous port. 0: 29500 + the Slurm job id mod 10,000, so that two jobs sharing "
+                "a node do not both take accelerate's default 29500 (the second then fails); 29500 outside Slurm."})
     task_prefix: str = field(default="", metadata={
         "help": "Put before every task's command, e.g. `apptainer exec --nv image.sif` (containers)."})
 
@@ -90,7 +92,13 @@ def host_address(host: str) -> str:
         return host
 
 
-def plan(config: LaunchConfig, hosts: list[str], stage_args: list[str]) -> list[Task]:
+def rendezvous_port(config: LaunchConfig, job_id: str | None) -> int:
+    if config.main_process_port:
+        return config.main_process_port
+    return 29500 + int(job_id) % 10_000 if job_id and job_id.isdigit() else 29500
+
+
+def plan(config: LaunchConfig, hosts: list[str], stage_args: list[str], job_id: str | None = None) -> list[Task]:
     """The tasks to start: the vLLM server (if any) first, then one trainer launcher per training node."""
     if len(hosts) != config.nodes:
         raise ValueError(f"expected {config.nodes} node(s), the allocation has {len(hosts)}: {hosts}")
@@ -132,7 +140,7 @@ def plan(config: LaunchConfig, hosts: list[str], stage_args: list[str]) -> list[
             argv = ["accelerate", "launch", *mode, "--num_machines", str(machines),
                     "--num_processes", str(machines * gpus),
                     "--machine_rank", str(rank), "--main_process_ip", train_hosts[0],
-                    "--main_process_port", str(config.main_process_port), "-m", config.module]
+                    "--main_process_port", str(rendezvous_port(config, job_id)), "-m", config.module]
         tasks.append(Task(f"train-{rank}", host, prefix + argv + stage_args, env))
     return tasks
 
@@ -229,7 +237,7 @@ def main(argv=None):
     split = argv.index("--") if "--" in argv else len(argv)
     config = parse_config(LaunchConfig, argv[:split])
     stage_args = argv[split + 1:]
-    tasks = plan(config, allocation_hosts(config.nodes), stage_args)
+    tasks = plan(config, allocation_hosts(config.nodes), stage_args, os.environ.get("SLURM_JOB_ID"))
     for task in tasks:
         print(f"[launch] {task.name} on {task.host}: {task.command()}", flush=True)
     job = os.environ.get("SLURM_JOB_ID")

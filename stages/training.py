@@ -69,10 +69,6 @@ def claim_work_dir(work_dir: str, fingerprint: dict, wait_s: float = 600.0) -> N
     a rerun after a change starts afresh instead of resuming a stale run. In a multi-process run the
     main process decides; the others wait until its stamp says the directory is theirs."""
     path = Path(work_dir)
-    # DeepSpeed compiles its ops at first use into torch's extension cache, under $HOME unless set: jobs
-    # that start together on a shared home build the same op at once, and one fails (the rehearsal saw
-    # it). Each stage builds into its own work directory, kept across its retries.
-    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(path.resolve() / "torch_extensions"))
     if process_rank() != 0:
         deadline = time.time() + wait_s
         while progress_is_stale(path / FINGERPRINT, fingerprint):

@@ -30,6 +30,16 @@ def test_mixed_precision_from_the_compute_section_overrides_the_accelerate_confi
     assert task.argv[2:6] == ["--config_file", ZERO3, "--mixed_precision", "no"]
 
 
+def test_two_jobs_on_one_node_rendezvous_on_different_ports():
+    """accelerate's default 29500 for every job: the second single-node job on a node failed to bind it
+    (the rehearsal's two reward models, started in the same second on one host)."""
+    config = LaunchConfig(module="stages.sft", gpus_per_node=2, accelerate_config=ZERO3)
+    argvs = [plan(config, ["n1"], STAGE, job)[0].argv for job in ("111", "112")]
+    assert [argv[argv.index("--main_process_port") + 1] for argv in argvs] == ["29611", "29612"]
+    (task,) = plan(config, ["localhost"], STAGE)
+    assert task.argv[task.argv.index("--main_process_port") + 1] == "29500"  # outside Slurm
+
+
 def test_multi_node_sft_runs_one_launcher_per_node_with_its_rank():
     hosts = ["gpu-a01", "gpu-a02", "gpu-b11"]
     tasks = plan(LaunchConfig(module="stages.sft", nodes=3, gpus_per_node=4, accelerate_config=ZERO3), hosts, STAGE)
