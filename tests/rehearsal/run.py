@@ -148,7 +148,7 @@ def rehearse_15b(env: dict) -> None:
         say(f"    {rule:<20} {len(group)} job(s) {sorted({j['State'] for j in group})} "
             f"{group[0]['AllocTRES']} {' '.join(j['Elapsed'] for j in group)}")
     # The profile's retries resubmit a failed job: each rule's last job must have completed, and a
-    # retried one is named (it is a finding: the rehearsal found a build race that way).
+    # retried one is named (a finding: the rehearsal found two jobs on one node sharing a port that way).
     retried = [(rule, j["JobID"], j["State"]) for rule, group in by_rule.items() for j in group
                if j["State"] != "COMPLETED"]
     unfinished = [rule for rule, group in by_rule.items() if group[-1]["State"] != "COMPLETED"]
