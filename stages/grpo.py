@@ -265,20 +265,20 @@ def main(argv=None):
     # model's generation config names only the template's end tokens (save_model_for_publication).
     model.generation_config.eos_token_id = stop_token_ids(tokenizer) + extra_stop_ids
     stop = StopOnSignal()
-    callbacks = [stop, StageMetrics(accuracy, phase_start)]
+    snapshots = ReferenceSnapshots(config.work_dir, args.ref_model_sync_steps) if args.sync_ref_model else None
     checkpoint = resume_checkpoint(config.work_dir)
-    if args.sync_ref_model:
-        callbacks.append(ReferenceSnapshots(config.work_dir, args.ref_model_sync_steps))
+    if snapshots:
         # TRL builds the reference from the policy's model id: on resume, the last refresh's snapshot
         reference = checkpoint and reference_snapshot(config.work_dir, int(checkpoint.rsplit("-", 1)[1]))
         if reference:
             print(f"reference model: {reference}", flush=True)
             model.config._name_or_path = reference
     trainer = GRPOTrainer(model=model, reward_funcs=reward_functions, args=args, train_dataset=dataset,
-                          processing_class=tokenizer, callbacks=callbacks)
+                          processing_class=tokenizer,
+                          callbacks=[stop, StageMetrics(accuracy, phase_start), *filter(None, [snapshots])])
     model.config._name_or_path = config.model_path
-    if args.sync_ref_model:
-        callbacks[-1].trainer = trainer
+    if snapshots:
+        snapshots.trainer = trainer
     log_progress(trainer)
     result = trainer.train(resume_from_checkpoint=checkpoint)
     stop.exit_if_stopped(trainer)

@@ -93,8 +93,8 @@ def device_defaults() -> dict:
         os.environ.get("ACCELERATE_MIXED_PRECISION") == "bf16"
     if deepspeed_bf16 and not bf16:
         raise RuntimeError("the accelerate config asks mixed_precision: bf16, which this device lacks ("
-                           f"{'a GPU without bf16' if on_gpu else 'no GPU'}): use an accelerate config with "
-                           "mixed_precision: 'no' (compute.<stage>.accelerate_config)")
+                           f"{'a GPU without bf16' if on_gpu else 'no GPU'}): set compute.<stage>.mixed_precision: "
+                           "'no' in the config (it overrides the accelerate config's)")
     return {"bf16": bf16, "use_cpu": not on_gpu}
 
 
