@@ -8,6 +8,9 @@ from pathlib import Path
 from stages.recipe import description_of, stage_of, template_of
 from stages.templates import MATH_INSTRUCTION, response_format
 
+# A level-1 problem of the tiny config's own family (stages/data/arithmetic.py): the tiny models answer it,
+# and so does any real one.
+EXAMPLE_QUESTION = "Ana has 17 apples. She buys 5 apples. How many apples does Ana have now?"
 SETTINGS = ("learning_rate", "num_train_epochs", "max_steps", "per_device_train_batch_size",
             "gradient_accumulation_steps", "questions_per_step", "num_generations", "max_length",
             "max_completion_length", "beta", "temperature", "rewards", "seed")
@@ -30,20 +33,30 @@ def how_to_prompt(stage: str, model_dir: str) -> str:
         return ("A sequence-classification model: it scores a whole conversation (the tokenizer's chat template "
                 "applied to prompt and response); a higher score is a preferred response.")
     fmt = response_format(template)
-    if not fmt.chat_template:
-        return fmt.usage
-    return f"""{fmt.usage}
+    return f"{fmt.usage}\n\n```python\n{usage_snippet(model_dir, fmt)}```"
 
-```python
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
-tokenizer = AutoTokenizer.from_pretrained("{model_dir}")
-model = AutoModelForCausalLM.from_pretrained("{model_dir}")
-messages = [{{"role": "user", "content": "What is 17 + 25? {MATH_INSTRUCTION.replace(chr(92), chr(92) * 2)}"}}]
-ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
-out = model.generate(ids, max_new_tokens=1024, do_sample=True, temperature=0.6, top_p=0.95)
-print(tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True))
-```"""
+def usage_snippet(model_dir: str, fmt) -> str:
+    """Python that loads the model and answers a question the tiny model's training covers, in its own
+    format: the README shows it and every model card carries it (tests run both)."""
+    question = EXAMPLE_QUESTION
+    if fmt.chat_template:
+        prompt = f"""messages = [{{"role": "user", "content": {json.dumps(f"{question} {MATH_INSTRUCTION}")}}}]
+inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True, return_tensors="pt")
+"""
+        stop = ""
+    else:
+        prompt = f"""template = {json.dumps(fmt.template())}
+inputs = tokenizer(template.format(question={json.dumps(question)}), return_tensors="pt")
+"""
+        stop = f", stop_strings={json.dumps(list(fmt.stop_strings))}, tokenizer=tokenizer"
+    return f"""from transformers import AutoModelForCausalLM, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained({json.dumps(model_dir)})
+model = AutoModelForCausalLM.from_pretrained({json.dumps(model_dir)})
+{prompt}out = model.generate(**inputs, max_new_tokens=1024, do_sample=True, temperature=0.6, top_p=0.95{stop})
+print(tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True))
+"""
 
 
 def model_card(manifest: dict) -> str:

@@ -2,6 +2,7 @@
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,11 @@ def helpful_reward_model_dir(tiny_model_dir, small_data_dir, tmp_path_factory) -
                        "--learning_rate", "1e-3", "--per_device_train_batch_size", "16", "--max_length", "128",
                        "--save_steps", "1000"])
     return out
+
+
+def run_card_snippet(card: str, cwd: Path) -> str:
+    """Runs a model card's (or the README's) Python block as a user would paste it; returns what it printed."""
+    code = card.split("```python\n", 1)[1].split("```", 1)[0]
+    done = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout

@@ -11,6 +11,7 @@ from stages.configs import GRPOStageConfig
 from stages.grpo import general_prompt_rows, prompt_dataset, stop_settings
 from stages.rewards.sandbox import isolation_problem
 from stages.templates import CHAT, R1_ZERO
+from tests.conftest import run_card_snippet
 
 CURVE_KEYS = ("reward", "rewards/accuracy/mean", "rewards/format/mean", "completions/mean_length", "kl",
               "clip_ratio/region_mean", "frac_reward_zero_std", "accuracy/verify_timeouts")
@@ -35,6 +36,7 @@ def test_r1_zero_grpo_trains_and_writes_curves(tiny_model_dir, small_data_dir, t
     assert all(" | reward " in line and " | accuracy " in line and " ETA " in line for line in progress), progress
     card = (out / "README.md").read_text()
     assert card.startswith("# R1-Zero") and "data/templates/r1_zero.txt" in card
+    run_card_snippet(card, tmp_path)  # the raw-text template and the stop at </answer>, as written
     model = AutoModelForCausalLM.from_pretrained(out)
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     # The stop at </answer> was for this stage's sampling only.

@@ -1,5 +1,6 @@
 import json
 import re
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -9,7 +10,7 @@ from transformers import AutoModelForCausalLM
 
 from stages import sft
 from stages.data.schema import SCHEMAS
-from tests.conftest import SMALL_DATA
+from tests.conftest import SMALL_DATA, run_card_snippet
 
 
 def test_sft_lowers_the_loss_on_cold_start_data(tiny_model_dir, small_data_dir, tmp_path, capsys, monkeypatch):
@@ -40,7 +41,9 @@ def test_sft_lowers_the_loss_on_cold_start_data(tiny_model_dir, small_data_dir, 
     # the published directory carries a model card made from the manifest
     card = (out / "README.md").read_text()
     assert card.startswith("# Dev1 (cold-start SFT)") and str(tiny_model_dir) in card
-    assert "- learning_rate: 0.003" in card and "apply_chat_template" in card
+    assert "- learning_rate: 0.003" in card
+    # its snippet runs as written (from anywhere: the card names the model by its path)
+    run_card_snippet(card, tmp_path)
 
 
 def test_loss_falls_on_the_assistant_answer_only(tiny_model_dir, tmp_path):
@@ -95,3 +98,13 @@ def test_examples_longer_than_max_length_are_left_out_not_cut(tiny_model_dir, sm
     metrics = json.loads((out / "manifest.json").read_text())["metrics"]
     assert metrics["examples_over_max_length"] == sum(n > limit for n in lengths) > 0
     assert metrics["examples"] == sum(n <= limit for n in lengths)
+
+
+def test_the_readme_shows_the_model_cards_snippet():
+    """The README's "Using a trained model" block is the chat models' card snippet (which test_sft runs)."""
+    from stages.model_card import usage_snippet
+    from stages.templates import CHAT
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    block = readme.split("## Using a trained model", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    assert block == usage_snippet("results/tiny/final_rl", CHAT)
