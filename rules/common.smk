@@ -7,16 +7,18 @@ import sys
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from stages.artifacts import MIXTURE, code_version
-from stages.config_checks import (cold_start_source, compute_settings, container_images, cross_field_errors,
-                                  schema_errors, settings_at)
+from stages.config_checks import (cold_start_source, command_line_errors, compute_settings, container_images,
+                                  cross_field_errors, schema_errors, settings_at)
 from stages.configs import GRPOStageConfig, default_of
 from stages.recipe import REWARD_MODEL_KINDS, STAGES, template_of
 
 CONFIG_ERRORS = schema_errors(config) or cross_field_errors(config)  # the second reads keys the first checked
 if CONFIG_ERRORS:
-    CONFIG_FILES = workflow.overwrite_configfiles or [os.path.join("configs", "tiny.yaml")]
-    PROBLEMS = "\n  ".join(CONFIG_ERRORS)
-    raise ValueError(f"invalid config ({', '.join(map(str, CONFIG_FILES))}):\n  {PROBLEMS}")
+    COMMAND_LINE = dict(workflow.config_settings.config)  # --config
+    CONFIG_FILES = [os.path.relpath(path) for path in workflow.overwrite_configfiles] or ["configs/tiny.yaml"]
+    PROBLEMS = "\n  ".join(command_line_errors(CONFIG_ERRORS, COMMAND_LINE, CONFIG_FILES))
+    WHERE = " + ".join(CONFIG_FILES + ["--config"] * bool(COMMAND_LINE))
+    raise ValueError(f"invalid config ({WHERE}):\n  {PROBLEMS}")
 START_FROM = config.get("start_from", {})
 if START_FROM:
     from stages.start_from import artifact_problems

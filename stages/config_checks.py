@@ -215,7 +215,53 @@ def cross_field_errors(config: dict) -> list[str]:
         if student is not None and student not in students:
             errors.append(f"evaluation.models names {model}, but distill.students has no "
                           f"'{student}' (has {sorted(students)})")
-    return errors + compute_errors(config) + data_errors(config) + trainer_args_errors(config)
+    return (errors + compute_errors(config) + data_errors(config) + trainer_args_errors(config)
+            + local_model_errors(config))
+
+
+LOCAL_PATH_PREFIXES = ("/", "./", "../", "~")  # a name_or_path written as a path is never a hub id
+
+
+def pretrained_models(config: dict) -> dict[str, str]:
+    """The key of every `name_or_path` the config sets (base, students, judge) -> its value."""
+    models = {"base.name_or_path": config.get("base", {}).get("name_or_path")}
+    for student, spec in config.get("distill", {}).get("students", {}).items():
+        models[f"distill.students.{student}.name_or_path"] = spec.get("name_or_path")
+    judge = settings_at(config, "rejection_sampling").get("judge") or {}
+    models["rejection_sampling.judge.name_or_path"] = judge.get("name_or_path")
+    return {key: value for key, value in models.items() if isinstance(value, str)}
+
+
+def local_model_errors(config: dict) -> list[str]:
+    """A model named by a path must be there now: otherwise it would be planned as a hub download and fail
+    there with the hub client's own error about repository ids."""
+    errors = []
+    for key, value in pretrained_models(config).items():
+        if not value.startswith(LOCAL_PATH_PREFIXES) or Path(value).is_dir():
+            continue
+        if value.startswith("~") and Path(value).expanduser().is_dir():
+            errors.append(f"{key}: {value}: write the path without ~ ({Path(value).expanduser()})")
+        else:
+            errors.append(f"{key}: {value} is not a directory; a local model is a directory with config.json "
+                          "(a hub id is owner/name, e.g. Qwen/Qwen2.5-Math-1.5B)")
+    return errors
+
+
+def command_line_errors(errors: list[str], command_line: dict, config_files: list[str]) -> list[str]:
+    """Snakemake's `--config key={a: 1}` reads the values inside the braces as strings, so a nested number
+    fails the schema with advice to write what was written: say what to do instead."""
+    def retyped(node, path):  # the nested keys whose string value YAML would read as another type
+        if isinstance(node, dict):
+            return [key for name, value in node.items() for key in retyped(value, f"{path}.{name}")]
+        return [path] if isinstance(node, str) and not isinstance(yaml.safe_load(node), str) else []
+
+    keys = {top: retyped(value, top) for top, value in command_line.items() if isinstance(value, dict)}
+    blamed = {top for top, paths in keys.items()
+              if any(line.startswith(f"{path}:") for path in paths for line in errors)}
+    layering = f"--configfile {' '.join(config_files)} yours.yaml"
+    hints = [f"--config {top}={{...}}: --config sets top-level keys only (it reads nested values as strings); "
+             f"write them in a YAML file and layer it: {layering}" for top in sorted(blamed)]
+    return hints + [line for line in errors if not line.startswith(tuple(f"{top}." for top in blamed))]
 
 
 def training_sections(config: dict) -> list[tuple[str, dict, type]]:

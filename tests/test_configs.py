@@ -141,6 +141,11 @@ def test_a_cold_start_from_r1_zero_s_samples_needs_no_cold_start_data_set():
                                        "backend": "vllm", "vllm_tensor_parallel_size": 4}}},
      ["set compute.rejection_sampling.gpu to at least 4"]),
     ({"compute": {"r1_zero": {"gpus": 8}}}, ["compute.r1_zero.gpus: unknown key; did you mean 'gpu'?"]),
+    # a path that is not there is a mistake, not a hub id to download (the hub client's error is 86 lines)
+    ({"base": {"name_or_path": "/models/Qwen2.5-Math-1.5B"}},
+     ["base.name_or_path: /models/Qwen2.5-Math-1.5B is not a directory; a local model is a directory"]),
+    ({"distill": {"students": {"small": {"name_or_path": "./mine"}}}},
+     ["distill.students.small.name_or_path: ./mine is not a directory"]),
 ])
 def test_real_config_mistakes_are_named(tmp_path, venv_env, override, named):
     config = merged(load("qwen2.5-1.5b"), override)
@@ -149,6 +154,26 @@ def test_real_config_mistakes_are_named(tmp_path, venv_env, override, named):
     for text in named:
         assert text in done.stdout + done.stderr, done.stdout + done.stderr
 
+
+
+def test_a_nested_config_on_the_command_line_is_told_to_layer_a_file(tmp_path, venv_env):
+    """`--config reasoning_rl={max_steps: 10}` reaches the workflow as the string '10': the error says what to
+    do instead of asking to write 10 (which was written), and names --config as a source."""
+    done = snakemake(tmp_path, None, "-n", "all", "--config", "reasoning_rl={max_steps: 10}", env=venv_env,
+                     check=False)
+    output = done.stdout + done.stderr
+    problems = [line for line in output.splitlines() if line.startswith("  ")]
+    assert done.returncode != 0
+    assert "invalid config (configs/tiny.yaml + --config):" in output, output
+    assert problems[0] == ("  --config reasoning_rl={...}: --config sets top-level keys only (it reads nested values "
+                           "as strings); write them in a YAML file and layer it: --configfile configs/tiny.yaml "
+                           "yours.yaml"), output
+    assert "is a string to YAML" not in output
+    # a nested string is read right, and stays allowed (the README's start_from example)
+    done = snakemake(tmp_path, None, "-n", "all", "--config", f"start_from={{reasoning_rl: {tmp_path}}}",
+                     env=venv_env, check=False)
+    output = done.stdout + done.stderr
+    assert "--config sets top-level keys only" not in output and "start_from.reasoning_rl" in output, output
 
 
 def test_a_config_written_before_the_renames_names_each_new_key(tmp_path, venv_env):
