@@ -132,7 +132,7 @@ def rehearse_15b(env: dict) -> None:
     done = run([sys.executable, "-m", "stages.preflight", "--configfile", str(CONFIG_15B), str(OVERLAY),
                 str(WORK / "site.yaml"), "--profile", str(WORK / "profile")], env=env, cwd=WORK)
     say(done.stdout[-1500:])
-    check(done.returncode == 0 and done.stdout.rstrip().endswith("nothing to fix"),
+    check(done.returncode == 0 and "\nnothing to fix; launch with: snakemake all " in done.stdout,
           "preflight: nothing to fix, the code sandbox tried in the GPU image")
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 5))
     done = snakemake(env, [CONFIG_15B, OVERLAY], "all")
