@@ -2,8 +2,8 @@
 profile's site placeholders are flagged, and every real config's plan is priced in GPU-hours."""
 
 import math
-import shutil
 import re
+import shutil
 from pathlib import Path
 
 import pytest

@@ -102,7 +102,8 @@ def test_the_fast_dag_runs_as_slurm_jobs_with_the_resources_its_config_asks(clus
     # the preflight on this cluster: a site profile, a partition sinfo lists, images in place: nothing to fix
     done = subprocess.run([sys.executable, "-m", "stages.preflight", "--configfile", str(config_path),
                            "--profile", str(profile_dir)], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert done.returncode == 0 and "\nnothing to fix; launch with: snakemake all " in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 0 and "\nnothing to fix; launch with: snakemake all " in done.stdout, \
+        done.stdout + done.stderr
     assert "r1_zero" in done.stdout and "prepare_data" not in done.stdout
 
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 5))
