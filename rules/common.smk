@@ -1,5 +1,6 @@
 # Config loading, schema validation, and every path pattern and input function of the workflow.
 import json
+import math
 import os
 import shlex
 import sys
@@ -11,6 +12,7 @@ from stages.config_checks import (cold_start_source, command_line_errors, comput
                                   cross_field_errors, schema_errors, settings_at)
 from stages.configs import GRPOStageConfig, default_of
 from stages.recipe import REWARD_MODEL_KINDS, STAGES, template_of
+from stages.save_lead import DEFAULT_WRITE_GB_S, parameter_count, save_lead_s, step_seconds
 
 CONFIG_ERRORS = schema_errors(config) or cross_field_errors(config)  # the second reads keys the first checked
 if CONFIG_ERRORS:
@@ -188,13 +190,43 @@ def model_path(stage):
 # ---- compute: Slurm resources and launchers -------------------------------------------------------
 # compute keys that are not Slurm resources: how the stage launches, and the planning estimate
 NOT_RESOURCES = ("accelerate_config", "mixed_precision", "vllm_server_gpus", "vllm_server_tensor_parallel_size",
-                 "vllm_server_startup_s", "estimated_hours")
+                 "vllm_server_startup_s", "estimated_hours", "checkpoint_write_gb_s")
+TRAINING_KINDS = ("pretraining", "grpo", "sft", "reward_model")  # the stages that checkpoint and stop on SIGTERM
+
+
+def save_lead(stage):
+    """stages/save_lead.py: the seconds before its time limit at which a training job is told to save, from
+    the model it starts from (counted when the job is scheduled, once that model exists), at most half the
+    job's runtime."""
+    settings = compute_settings(config, stage)
+    pattern = STAGES[stage].settings
+    step_s = step_seconds(settings.get("estimated_hours"),
+                          settings_at(config, pattern).get("max_steps") if "{" not in pattern else None)
+    nodes = settings.get("nodes", 1)
+    writing_nodes = nodes - 1 if nodes > 1 and settings.get("vllm_server_gpus") else nodes
+    write_gb_s = settings.get("checkpoint_write_gb_s", DEFAULT_WRITE_GB_S)
+    half_runtime_s = settings["runtime"] * 30 if "runtime" in settings else math.inf
+
+    def lead(wildcards, input):
+        model = getattr(input, "model", None)  # a model pre-trained here starts from none
+        return min(save_lead_s(model and parameter_count(model), writing_nodes, write_gb_s, step_s), half_runtime_s)
+
+    return lead
+
+
+def signal_option(stage):
+    """sbatch options of a training job: the compute entry's own, then the early SIGTERM (every process of
+    the job's steps gets it; the trainers finish their step and save)."""
+    own, lead = compute_settings(config, stage).get("slurm_extra", ""), save_lead(stage)
+    return lambda wildcards, input: " ".join(filter(None, [own, f"--signal=TERM@{int(lead(wildcards, input))}"]))
 
 
 def stage_resources(stage):
     """Snakemake resources for the Slurm executor. `gpu` in the config counts GPUs per node: a multi-node
     job asks for them per node (gres) and runs one launcher task per node through srun (`mpi`)."""
     resources = {k: v for k, v in compute_settings(config, stage).items() if k not in NOT_RESOURCES}
+    if stage in STAGES and STAGES[stage].kind in TRAINING_KINDS:
+        resources["slurm_extra"] = signal_option(stage)
     if "cpus_per_gpu" in resources:
         resources["cpus_per_task"] = 0  # masks a profile's default: the plugin takes cpus_per_task first
     nodes, gpus = resources.get("nodes", 1), resources.pop("gpu", 0)
@@ -225,7 +257,9 @@ def launcher(stage, module):
         flags.append(f"--task_prefix {shlex.quote(task_container_prefix(stage))}")
     # The launcher runs on the host (srun, the allocation): with this workflow's own interpreter, also in
     # containers mode, where the job's PATH is the caller's and may hold no Python with the project's packages.
-    return f"{shlex.quote(sys.executable)} -m stages.launch {' '.join(flags)} --"
+    # It gives the trainers as long to save after a stop signal as Slurm's early signal leaves them.
+    command, lead = f"{shlex.quote(sys.executable)} -m stages.launch {' '.join(flags)}", save_lead(stage)
+    return lambda wildcards, input: f"{command} --stop_grace_s {int(lead(wildcards, input))} --"
 
 
 # ---- containers: with --sdm apptainer every job runs in an image built from containers/ ------------

@@ -46,6 +46,10 @@ class LaunchConfig:
                 "a node do not both take accelerate's default 29500 (the second then fails); 29500 outside Slurm."})
     task_prefix: str = field(default="", metadata={
         "help": "Put before every task's command, e.g. `apptainer exec --nv image.sif` (containers)."})
+    stop_grace_s: int = field(default=300, metadata={
+        "help": "Seconds the trainers get to finish their step and save after a stop signal, or after another "
+                "trainer ended, before they are killed (the workflow sets Slurm's early signal lead, "
+                "stages/save_lead.py). torchrun's own 30 s would kill them mid-save."})
 
     def __post_init__(self):
         if self.nodes > 1 and self.vllm_server_gpus not in (0, self.gpus_per_node):
@@ -137,6 +141,8 @@ def plan(config: LaunchConfig, hosts: list[str], stage_args: list[str], job_id: 
                 mode = ["--multi_gpu"]
             if config.mixed_precision:
                 mode += ["--mixed_precision", config.mixed_precision]
+            # torchrun passes a stop signal on to its workers and kills them TORCH_ELASTIC_SHUTDOWN_TIMEOUT later
+            env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = str(config.stop_grace_s)
             argv = ["accelerate", "launch", *mode, "--num_machines", str(machines),
                     "--num_processes", str(machines * gpus),
                     "--machine_rank", str(rank), "--main_process_ip", train_hosts[0],
@@ -189,18 +195,30 @@ def wait_until_ready(task: Task, process: subprocess.Popen, poll_s: float) -> No
     raise RuntimeError(f"{task.name} exited (code {process.returncode}) before it answered {task.ready_url}")
 
 
-def run(tasks: list[Task], wrap=local_argv, poll_s: float = 1.0) -> int:
+def run(tasks: list[Task], wrap=local_argv, poll_s: float = 1.0, stop_grace_s: float = 60.0,
+        forward_signals: bool = True) -> int:
     """Starts the tasks in order (a task with a ready_url must answer before the next starts), waits
     for the trainers; stops the rest when one fails or all trainers end. Returns the first failing
-    trainer's exit code (0 when all succeed; 1 when a server never became ready)."""
+    trainer's exit code (0 when all succeed; 1 when a server never became ready).
+
+    A stop signal (SIGTERM, Ctrl-C) lets the trainers finish their step and save. Under Slurm every process
+    of the job's steps gets it from Slurm itself, and a second one would make torchrun kill its workers at
+    once, so it is passed on only outside Slurm (`forward_signals`). After a trainer ends with an error, the
+    others get `stop_grace_s` to end on their own (a stop signal ends trainers one node after another; a
+    crash leaves the others waiting in a collective) before they are stopped."""
     processes: dict[str, subprocess.Popen] = {}
 
-    def stop(signum=signal.SIGTERM, _frame=None):
+    def stop(signum=signal.SIGTERM):
         for process in processes.values():
             if process.poll() is None:
                 os.killpg(process.pid, signum)
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    def on_signal(signum, _frame):
+        print(f"[launch] {signal.Signals(signum).name}: the trainers save and stop", flush=True)
+        if forward_signals:
+            stop(signum)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     trainers = [task.name for task in tasks if task.name.startswith("train-")]
     try:
         for task in tasks:
@@ -219,7 +237,12 @@ def run(tasks: list[Task], wrap=local_argv, poll_s: float = 1.0) -> int:
                 break
             time.sleep(poll_s)
         if failed:
-            print(f"task(s) {failed} failed (exit {[codes[n] for n in failed]}): stopping the others", flush=True)
+            print(f"task(s) {failed} failed (exit {[codes[n] for n in failed]}): the other trainers get "
+                  f"{stop_grace_s:.0f} s to end, then the rest is stopped", flush=True)
+            deadline = time.monotonic() + stop_grace_s
+            while time.monotonic() < deadline and any(processes[name].poll() is None for name in trainers):
+                time.sleep(poll_s)
+            codes = {name: processes[name].poll() for name in processes}
         stop()
         for process in processes.values():
             try:
@@ -242,7 +265,7 @@ def main(argv=None):
         print(f"[launch] {task.name} on {task.host}: {task.command()}", flush=True)
     job = os.environ.get("SLURM_JOB_ID")
     wrap = (lambda task: srun_argv(task, job, config.gpus_per_node)) if config.nodes > 1 else local_argv
-    sys.exit(run(tasks, wrap))
+    sys.exit(run(tasks, wrap, stop_grace_s=config.stop_grace_s, forward_signals=not job))
 
 
 if __name__ == "__main__":

@@ -153,3 +153,10 @@ def test_preflights_hint_without_apptainer_runs_as_written(checkout):
                           text=True, timeout=900)
     assert plan.returncode == 0, plan.stdout[-2000:] + plan.stderr[-2000:]
     assert "rule r1_zero:" in plan.stdout
+
+
+def test_the_readme_stays_a_guide_one_can_read():
+    """Under 4,000 words (newcomer-review-3: 6,365 words took 30 minutes, the cluster part began at word 2,451);
+    lab notes go to docs/tiny-run.md, stage detail to docs/stages.md, renames to CHANGELOG.md."""
+    words = len((REPO / "README.md").read_text().split())
+    assert words < 4000, f"README.md has {words} words"

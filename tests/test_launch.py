@@ -1,5 +1,7 @@
 """stages.launch: the command lines a training stage gets on real node lists, and task supervision."""
 
+import os
+import signal
 import sys
 import time
 
@@ -146,9 +148,58 @@ def test_run_stops_the_server_when_training_ends():
 
 
 def test_a_failing_trainer_fails_the_launch_and_stops_the_rest():
+    """The others get stop_grace_s to end on their own (a stop signal ends nodes one after another), then are
+    stopped: a crash must not leave the other nodes holding their GPUs."""
+    started = time.time()
     code = run([Task("train-0", "localhost", _python("import time; time.sleep(60)")),
-                Task("train-1", "localhost", _python("import sys; sys.exit(3)"))], wrap=lambda t: t.argv, poll_s=0.1)
-    assert code == 3
+                Task("train-1", "localhost", _python("import sys; sys.exit(3)"))], wrap=lambda t: t.argv, poll_s=0.1,
+               stop_grace_s=2)
+    assert code == 3 and 2 <= time.time() - started < 20
+
+
+SAVES_SLOWLY = """
+import os, signal, sys, time
+from pathlib import Path
+stopped = []
+signal.signal(signal.SIGTERM, lambda signum, frame: stopped.append(signum))
+Path(os.environ["PROBE_DIR"], f"ready-{os.environ['RANK']}").touch()
+while not stopped:
+    time.sleep(0.1)
+time.sleep(float(os.environ["SAVE_S"]))  # longer than torchrun's 30 s default shutdown timeout
+Path(os.environ["PROBE_DIR"], f"saved-{os.environ['RANK']}").touch()
+sys.exit(128 + signal.SIGTERM)
+"""
+
+
+def test_a_stop_signal_leaves_the_trainers_time_to_save(tmp_path, monkeypatch):
+    """A Slurm time limit signals every process of the job step at once (launcher, torchrun, workers). The
+    workers must get the time their save takes: torchrun would kill them 30 s after its own SIGTERM, and a
+    second SIGTERM passed on by the launcher would make it kill them at once."""
+    import threading
+
+    import psutil
+
+    (tmp_path / "save_probe.py").write_text(SAVES_SLOWLY)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}")
+    monkeypatch.setenv("PROBE_DIR", str(tmp_path))
+    monkeypatch.setenv("SAVE_S", "35")
+    monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")  # accelerate
+    config = LaunchConfig(module="save_probe", nodes=1, gpus_per_node=2, stop_grace_s=120)
+    tasks = plan(config, ["localhost"], [])
+    assert tasks[0].env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] == "120"
+
+    def time_limit():  # as slurmstepd signals a step: every process in it
+        deadline = time.time() + 120
+        while len(list(tmp_path.glob("ready-*"))) < 2 and time.time() < deadline:
+            time.sleep(0.2)
+        for process in psutil.Process().children(recursive=True):
+            process.send_signal(signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=time_limit, daemon=True).start()
+    code = run(tasks, local_argv, poll_s=0.2, stop_grace_s=120, forward_signals=False)
+    assert sorted(path.name for path in tmp_path.glob("saved-*")) == ["saved-0", "saved-1"]
+    assert code != 0  # a stopped stage is not done: Snakemake reruns it and it resumes
 
 
 HEALTH_AFTER = """
