@@ -44,6 +44,29 @@ def test_what_real_models_write_hedges(completion, template, answer):
     assert extract_final_answer(completion, FORMATS[template]) == answer
 
 
+# One box that names several values in words hedges like several boxes (math-verify alone takes the first
+# two for 5), unless the gold itself names several values.
+HEDGES_IN_WORDS = [
+    ("3 \\lor 5", "5", False),
+    ("5 \\text{ (not 3)}", "5", False),
+    ("not 10, it's 1,000.99", "1000.99", False),
+    ("1000.99 \\text{ or } 10", "1000.99", False),
+    ("5 \\text{ or } 3", "3, 5", True),  # the gold is a list: math-verify decides
+    ("1,000.99", "1000.99", True),  # one number with a thousands separator
+    ("5 \\text{ cm}^2", "5", True),  # two numbers, no words between values
+]
+
+
+def test_a_hedge_in_words_is_no_answer():
+    verifier = AnswerVerifier(timeout_s=5.0)
+    try:
+        assert verifier.verify_many([(pred, gold) for pred, gold, _ in HEDGES_IN_WORDS]) == \
+            [right for _, _, right in HEDGES_IN_WORDS]
+        assert not verifier(extract_final_answer("<think> x </think> <answer> 3 or 5 </answer>", R1_ZERO), "5")
+    finally:
+        verifier.close()
+
+
 @pytest.mark.parametrize("completion, ok", [
     ("<think> a </think> <answer> 4 </answer>", True),
     ("<think> a </think> <answer> 4 </answer> trailing text", False),

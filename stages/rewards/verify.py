@@ -1,11 +1,12 @@
 """Is a predicted answer equal to the gold one?
 
 Most answers are plain numbers or the gold's own text: those are decided exactly, in this process,
-without sympy. Answers whose evaluation can run away (power towers, factorials of factorials) are
-wrong without evaluation: no gold answer takes those forms, and one that equals the gold's text is
-already right. Everything else goes to math-verify in worker processes killed at a hard deadline:
-math-verify's own timeout relies on signal.alarm, which fails outside the main thread and does not
-stop every runaway sympy computation. A batch is spread over several workers (`lanes`).
+without sympy. An answer that hedges in words between more values than the gold has is wrong. Answers
+whose evaluation can run away (power towers, factorials of factorials) are wrong without evaluation: no
+gold answer takes those forms, and one that equals the gold's text is already right. Everything else
+goes to math-verify in worker processes killed at a hard deadline: math-verify's own timeout relies on
+signal.alarm, which fails outside the main thread and does not stop every runaway sympy computation. A
+batch is spread over several workers (`lanes`).
 """
 
 import multiprocessing
@@ -45,6 +46,23 @@ def as_number(answer: str) -> Fraction | None:
         num, den = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
         return Fraction(int(num), int(den)) if int(den) else None
     return None
+
+
+# Words and connectives that offer alternatives or take one back: "3 \\lor 5", "5 (not 3)", "not 10, it's 1,000.99".
+HEDGE = re.compile(r"\\lor\b|\\vee\b|\b(?:or|nor|not|either|maybe|perhaps|possibly|otherwise|instead|wait|"
+                   r"actually|alternatively)\b", re.IGNORECASE)
+VALUE = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+
+
+def values_in(text: str) -> set[Fraction]:
+    """The different numbers a text names (1,000.99 is one number)."""
+    return {Fraction(match.replace(",", "")) for match in VALUE.findall(text)}
+
+
+def is_hedge(pred: str, gold: str) -> bool:
+    """One box that names several values in words hedges as several boxes do, and is no answer: math-verify
+    takes "3 \\lor 5" or "5 (not 3)" for 5. Unless the gold itself names several values (a list, a set)."""
+    return bool(HEDGE.search(pred)) and len(values_in(pred)) > max(1, len(values_in(gold)))
 
 
 def fast_verdict(pred: str, gold: str) -> bool | None:
@@ -210,7 +228,7 @@ class AnswerVerifier:
             if pred is None:
                 verdicts[index] = False
                 continue
-            verdict = fast_verdict(pred, gold)
+            verdict = False if is_hedge(pred, gold) else fast_verdict(pred, gold)
             if verdict is None and pathological(pred):
                 verdict = False
             if verdict is None:
