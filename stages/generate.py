@@ -18,7 +18,7 @@ from pathlib import Path
 
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
-from stages.generation import BackendOptions, SamplingSettings, load_generator
+from stages.generation import BackendOptions, ProgressLine, SamplingSettings, load_generator
 from stages.templates import TEMPLATES, response_format
 from stages.training import progress_is_stale, run_fingerprint, write_stamp
 
@@ -105,6 +105,7 @@ def main(argv=None):
         generator = load_generator(config.model_path, config.backend, **config.backend_kwargs())
         tokenizer = getattr(generator, "tokenizer", None)
         fmt = response_format(config.template)
+        progress = ProgressLine(f"shard {config.shard_index}/{config.num_shards}", unit="prompts")
         for start in range(0, len(todo), config.prompts_per_batch):
             batch = todo[start:start + config.prompts_per_batch]
             # A batch's seed depends on its position and the number done, so a resumed shard does not
@@ -125,7 +126,7 @@ def main(argv=None):
                                            ensure_ascii=False) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
-            print(f"generated {start + len(batch)}/{len(todo)} prompts", flush=True)
+            progress(start + len(batch), len(todo))
         if generator.overlong_prompts:
             print(f"{generator.overlong_prompts} prompts longer than the model's context got empty samples",
                   flush=True)

@@ -2,6 +2,7 @@ import dataclasses
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -384,3 +385,13 @@ def test_a_judge_needs_a_model_and_domains():
         _config(judge_domains=["open_qa"])
     with pytest.raises(ValueError, match="'general', the non-reasoning share"):
         _config(judge_model="m", judge_domains=["general"])
+
+
+def test_a_shard_logs_its_progress_with_elapsed_time_and_eta(tiny_model_dir, small_data_dir, tmp_path, capsys):
+    """64-128 shards of up to 2 h each: each log line says how far, how long and how much longer."""
+    generate.main(["--model_path", str(tiny_model_dir), "--prompts", str(small_data_dir / "rl_prompts.parquet"),
+                   "--output_file", str(tmp_path / "s0.jsonl"), "--max_prompts", "4", "--prompts_per_batch", "2",
+                   "--num_samples", "2", "--max_new_tokens", "4"])
+    lines = [line for line in capsys.readouterr().out.splitlines() if re.match(r"shard 0/1: \d+/4 prompts \(", line)]
+    assert [line.split(" (")[0] for line in lines] == ["shard 0/1: 2/4 prompts", "shard 0/1: 4/4 prompts"]
+    assert re.fullmatch(r"shard 0/1: 2/4 prompts \(50%\) \| \d+:\d\d:\d\d elapsed, ETA \d+:\d\d:\d\d", lines[0])

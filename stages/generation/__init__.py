@@ -89,14 +89,15 @@ class ContextBoundGenerator:
 class ProgressLine:
     """`math: 128/800 samples (16%) | 0:00:10 elapsed, ETA 0:00:52`, one line per call."""
 
-    def __init__(self, label: str):
-        self.label, self.started = label, time.time()
+    def __init__(self, label: str, unit: str = "samples"):
+        self.label, self.unit, self.started = label, unit, time.time()
 
     def __call__(self, done: int, total: int) -> None:
         elapsed = time.time() - self.started
         eta = duration(elapsed / done * (total - done)) if done else "?"
-        print(f"{self.label}: {done}/{total} samples ({100 * done // max(total, 1)}%) | {duration(elapsed)} elapsed, "
-              f"ETA {eta}", flush=True)
+        share = 100 * done // max(total, 1)
+        print(f"{self.label}: {done}/{total} {self.unit} ({share}%) | {duration(elapsed)} elapsed, ETA {eta}",
+              flush=True)
 
 
 def load_generator(model_path: str, backend: str = "transformers", **backend_options):
