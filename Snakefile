@@ -52,6 +52,13 @@ rule dev3:
         eval_dir("mixture_sft"),
 
 
+rule published:
+    # The published models of evaluation.published, evaluated as the pipeline's own are: run it first, to
+    # check the evaluation against their authors' figures before spending GPU-hours on training.
+    input:
+        [eval_dir(stage) for stage in PUBLISHED],
+
+
 rule final:
     # R1 alone, evaluated.
     input:

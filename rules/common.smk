@@ -154,12 +154,18 @@ def judge_args():
     return f"--judge_model {shlex.quote(model_path('judge'))} {stage_args(flags)}"
 
 
+PUBLISHED = {f"published_{name}": spec for name, spec in config["evaluation"].get("published", {}).items()}
+
+
 def pretrained_model_spec(stage):
-    """The `build` / `name_or_path` section of a pre-trained model (the base, a student's, the judge's)."""
+    """The `build` / `name_or_path` section of a pre-trained model (the base, a student's, the judge's, a
+    published model's)."""
     if stage == "base":
         return config["base"]
     if stage == "judge":
         return JUDGE
+    if stage in PUBLISHED:
+        return PUBLISHED[stage]
     if stage.startswith("student_"):
         return config["distill"]["students"][stage.removeprefix("student_")]
     return None
@@ -175,6 +181,7 @@ def pretrained_source(stage):
 
 def pretrained_stages(source):
     stages = ["base"] + [student_base(name) for name in config["distill"]["students"]] + ["judge"] * bool(JUDGE)
+    stages += list(PUBLISHED)
     return [stage for stage in stages if pretrained_source(stage) == source]
 
 
@@ -350,4 +357,9 @@ def eval_dir(stage):
 
 
 def evaluated_models():
-    return config["evaluation"]["models"]
+    """The config's models, then each published one (evaluation.published), evaluated by the same job."""
+    return config["evaluation"]["models"] + list(PUBLISHED)
+
+
+def evaluation_template(stage):
+    return PUBLISHED[stage].get("template", "chat") if stage in PUBLISHED else template_of(stage)

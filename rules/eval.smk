@@ -13,7 +13,7 @@ rule evaluate:
         benchmark_file("eval_{stage}")
     params:
         seed=config["seed"],
-        template=lambda wc: template_of(wc.stage),
+        template=lambda wc: evaluation_template(wc.stage),
         sets=eval_set_args(),
         args=stage_args(config["evaluation"]["settings"]),
     threads: 1

@@ -20,9 +20,11 @@ rule report:
         benchmark_file("report")
     params:
         evals=lambda wildcards, input: " ".join(f"{model}={path}" for model, path in zip(evaluated_models(), input.evals)),
+        published=shlex.quote(json.dumps(PUBLISHED)),
     localrule: True
     container:
         image("cpu")
     shell:
         "python -m stages.report --evals {params.evals} --trained {input.trained}"
-        " --mixture {input.mixture} --reward_models {input.reward_models} --output_dir {output} > {log} 2>&1"
+        " --mixture {input.mixture} --reward_models {input.reward_models} --published {params.published}"
+        " --output_dir {output} > {log} 2>&1"

@@ -210,6 +210,15 @@ def cross_field_errors(config: dict) -> list[str]:
     students = config.get("distill", {}).get("students", {})
     if "sft" in config.get("base", {}):
         errors.append("base.sft: per-model SFT settings are for distillation students only")
+    evaluation = config.get("evaluation", {})
+    sets = set(evaluation.get("sets", {}))
+    for name in sorted(set(evaluation.get("settings", {}).get("samples_per_set", {})) - sets):
+        errors.append(f"evaluation.settings.samples_per_set.{name}: no such set in evaluation.sets "
+                      f"(has {sorted(sets)})")
+    for name, spec in evaluation.get("published", {}).items():
+        for set_name in sorted(set(spec.get("reported", {})) - sets):
+            errors.append(f"evaluation.published.{name}.reported.{set_name}: no such set in evaluation.sets "
+                          f"(has {sorted(sets)})")
     for model in config.get("evaluation", {}).get("models", []):
         student = model.partition("_")[2] if model.startswith(("distill_", "student_")) else None
         if student is not None and student not in students:
@@ -229,6 +238,8 @@ def pretrained_models(config: dict) -> dict[str, str]:
         models[f"distill.students.{student}.name_or_path"] = spec.get("name_or_path")
     judge = settings_at(config, "rejection_sampling").get("judge") or {}
     models["rejection_sampling.judge.name_or_path"] = judge.get("name_or_path")
+    for name, spec in config.get("evaluation", {}).get("published", {}).items():
+        models[f"evaluation.published.{name}.name_or_path"] = spec.get("name_or_path")
     return {key: value for key, value in models.items() if isinstance(value, str)}
 
 

@@ -4,7 +4,9 @@
         --eval_sets math=results/tiny/data/eval_math.parquet --output_dir results/tiny/eval/cold_start_sft
 
 pass@1 is the mean correctness over the k samples of each prompt, averaged over prompts (the paper's
-definition, temperature 0.6, top-p 0.95); cons@k is the correctness of the majority answer.
+definition, temperature 0.6, top-p 0.95); cons@k is the correctness of the majority answer. scores.json
+holds, beside the scores, what makes them comparable with another run's or a paper's: the code's
+commit, the verifier's and the engine's versions, the sampling settings, k and the prompts of each set.
 """
 
 import json
@@ -12,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stages.artifacts import staged_output, write_jsonl
+from stages.artifacts import code_version, package_versions, staged_output, write_jsonl
 from stages.cli import parse_config, print_config
 from stages.data.schema import read_table
 from stages.generation import BackendOptions, ProgressLine, SamplingSettings, load_generator
@@ -29,6 +31,9 @@ class EvaluateConfig(BackendOptions):
     eval_sets: list[str] = field(metadata={"help": "NAME=PATH of reasoning parquet files."})
     template: str = field(default="chat", metadata={"help": f"Prompt template, one of {TEMPLATES}."})
     num_samples: int = field(default=16, metadata={"help": "k: samples per prompt (paper: 64 AIME, 16 MATH-500)."})
+    samples_per_set: str = field(default="{}", metadata={
+        "help": 'k for some sets, over num_samples, as JSON: {"aime24": 64} (small sets need more samples for a '
+                "pass@1 that holds still)."})
     temperature: float = field(default=0.6)
     top_p: float = field(default=0.95)
     max_new_tokens: int = field(default=256, metadata={"help": "Paper: 32,768."})
@@ -130,6 +135,28 @@ def checked_rows(name: str, path: str, max_prompts: int) -> list[dict]:
     return rows
 
 
+def samples_of_set(config: EvaluateConfig, names) -> dict[str, int]:
+    """k of each set: num_samples, or the set's own from samples_per_set (an unknown set name is a mistake)."""
+    own = json.loads(config.samples_per_set)
+    unknown = sorted(set(own) - set(names))
+    if unknown:
+        raise ValueError(f"--samples_per_set names {unknown}, which --eval_sets lacks ({sorted(names)})")
+    return {name: int(own.get(name, config.num_samples)) for name in names}
+
+
+def comparable_by(config: EvaluateConfig, rows_of_set: dict[str, list], samples: dict[str, int]) -> dict:
+    """What a reader needs to compare these scores with another run's or a paper's."""
+    packages = package_versions()
+    return {
+        "model": config.model_path, "template": config.template, "code_version": code_version(),
+        "math_verify": packages.get("math-verify"), "backend": config.backend,
+        "engine": packages.get("vllm") if config.backend == "vllm" else packages.get("transformers"),
+        "temperature": config.temperature, "top_p": config.top_p, "max_new_tokens": config.max_new_tokens,
+        "seed": config.seed, "sets": {name: {"prompts": len(rows), "samples_per_prompt": samples[name]}
+                                      for name, rows in rows_of_set.items()},
+    }
+
+
 def main(argv=None):
     config = parse_config(EvaluateConfig, argv)
     print_config(config)
@@ -137,10 +164,8 @@ def main(argv=None):
     if malformed:
         raise ValueError(f"--eval_sets items must be NAME=PATH, got {malformed}")
     eval_sets = dict(item.split("=", 1) for item in config.eval_sets)
+    samples_per_set = samples_of_set(config, eval_sets)
     rows_of_set = {name: checked_rows(name, path, config.max_prompts) for name, path in eval_sets.items()}
-    settings = SamplingSettings(num_samples=config.num_samples, temperature=config.temperature,
-                                top_p=config.top_p, max_new_tokens=config.max_new_tokens, seed=config.seed,
-                                stop_strings=response_format(config.template).stop_strings)
     grader = Grader(config.template, config.verify_timeout_s, lanes=verify_lanes(), code_workers=verify_lanes())
     if any(is_code_row(row) for rows in rows_of_set.values() for row in rows):
         grader.start_sandbox()  # before sampling: a refused sandbox would lose every set sampled before `code`
@@ -154,14 +179,18 @@ def main(argv=None):
             tokenizer = getattr(generator, "tokenizer", None)
             prompts = [grader.format.render(r["prompt"], tokenizer, r["domain"]) for r in rows]
             overlong_before = generator.overlong_prompts
+            settings = SamplingSettings(num_samples=samples_per_set[name], temperature=config.temperature,
+                                        top_p=config.top_p, max_new_tokens=config.max_new_tokens, seed=config.seed,
+                                        stop_strings=response_format(config.template).stop_strings)
             samples = generator.generate(prompts, settings, on_progress=ProgressLine(name))
-            scores, records = score_set(rows, samples, config.num_samples, grader)
+            scores, records = score_set(rows, samples, samples_per_set[name], grader)
             scores["verify_timeouts"] = grader.verifier.timeouts - timeouts_before
             scores["overlong_prompts"] = generator.overlong_prompts - overlong_before  # scored as wrong
             headline[name] = scores
             write_jsonl(scratch / f"samples_{name}.jsonl", records)
             print(f"{name}: " + json.dumps(scores), flush=True)
-        (scratch / "scores.json").write_text(json.dumps(headline, indent=2) + "\n")
+        scores_file = {"comparable_by": comparable_by(config, rows_of_set, samples_per_set), "sets": headline}
+        (scratch / "scores.json").write_text(json.dumps(scores_file, indent=2) + "\n")
     grader.close()
 
 

@@ -15,9 +15,21 @@ RL_PANELS = (  # (title, metrics.jsonl keys plotted together)
     ("mean completion length (tokens)", ("completions/mean_length",)),
     ("KL to reference", ("kl",)),
     ("groups whose rewards all tie", ("frac_reward_zero_std",)),
+    # vLLM samples, the trainer scores: TRL logs how far apart their log-probabilities of the sampled tokens are
+    ("train-inference log-prob gap (vLLM vs trainer)",
+     ("sampling/sampling_logp_difference/mean", "sampling/sampling_logp_difference/max")),
 )
 SUPERVISED_PANELS = (("training loss", ("loss",)), ("learning rate", ("learning_rate",)))
 PANELS_PER_ROW = 4
+
+
+def series_label(key: str, keys: tuple[str, ...]) -> str:
+    """The part of a metric's name that tells it from the others of its panel: rewards/format/mean -> format,
+    sampling/sampling_logp_difference/max -> max."""
+    parts = key.split("/")
+    if len(parts) < 2:
+        return key
+    return parts[-2] if len({other.split("/")[-2] for other in keys if "/" in other}) > 1 else parts[-1]
 
 
 def curves_figure(history: list[dict], title: str):
@@ -36,7 +48,7 @@ def curves_figure(history: list[dict], title: str):
         for key in keys:
             points = [(row["step"], row[key]) for row in history if key in row and "step" in row]
             if points:
-                label = (key.split("/")[-2] if "/" in key else key) if len(keys) > 1 else None  # the title names one
+                label = series_label(key, keys) if len(keys) > 1 else None  # the title names one
                 axis.plot(*zip(*points), marker="." if len(points) < 20 else None, label=label)
         if phase:
             axis.axvspan(min(phase), last_step, color="tab:orange", alpha=0.12, label="general phase")

@@ -211,6 +211,37 @@ def sample_rows(evals: dict[str, Path]) -> tuple[list[str], list[list[str]]]:
     return ["model", "set", "prompt", "completion", "final answer", "verdict"], rows
 
 
+def evaluation_setting_rows(evals: dict[str, Path]) -> tuple[list[str], list[list[str]]]:
+    """What makes each model's numbers comparable with another run's or a paper's, from its evaluation's
+    manifest: the sampling, k and prompts of each set, the engine, the answer checker and the code."""
+    rows = []
+    for stage, directory in evals.items():
+        manifest = read_manifest(directory)
+        config, packages, metrics = manifest["config"], manifest.get("packages", {}), manifest["metrics"]
+        engine = "vllm" if config.get("backend") == "vllm" else "transformers"
+        sets = ", ".join(f"{name} {scores['num_prompts']} x {scores['k']}" for name, scores in metrics.items())
+        rows.append([label_of(stage), sets, str(config.get("temperature")), str(config.get("top_p")),
+                     str(config.get("max_new_tokens")), f"{engine} {packages.get(engine, '?')}",
+                     f"math-verify {packages.get('math-verify', '?')}", manifest["code_version"]])
+    return ["model", "sets: prompts x samples", "temperature", "top-p", "max new tokens", "engine", "answer check",
+            "commit"], rows
+
+
+def published_rows(evals: dict[str, Path], published: dict) -> tuple[list[str], list[list[str]]]:
+    """Each published model's pass@1 here beside the figure its authors report (in %, as papers give it)."""
+    rows = []
+    for stage, spec in published.items():
+        if stage not in evals:
+            continue
+        metrics = read_manifest(evals[stage])["metrics"]
+        for name, reported in spec.get("reported", {}).items():
+            ours = metrics.get(name)
+            rows.append([label_of(stage), spec["name_or_path"], name,
+                         "–" if ours is None else f"{100 * ours['pass_at_1']:.1f} (k={ours['k']})",
+                         f"{reported:g}", spec.get("source", "")])
+    return ["model", "name", "set", "pass@1 % here", "reported pass@1 %", "source"], rows
+
+
 def run_identity(evals: dict[str, Path]) -> str:
     """Run (results/<run>/eval/<model>), commit and the main package versions, from the first evaluation's
     manifest."""
@@ -290,6 +321,9 @@ def main(argv=None):
     parser.add_argument("--mixture", type=Path, help="the rejection-sampling mixture directory")
     parser.add_argument("--reward_models", nargs="*", type=Path, default=[], help="reward model directories")
     parser.add_argument("--output_dir", type=Path)
+    parser.add_argument("--published", default="{}",
+                        help="JSON: each published model's evaluation name -> {name_or_path, reported: {set: pass@1 "
+                             "%%}, source} (the config's evaluation.published)")
     parser.add_argument("--title", default="r1-pipeline report")
     parser.add_argument("--show", type=Path, help="print the table of an existing report and exit")
     args = parser.parse_args(argv)
@@ -304,7 +338,7 @@ def main(argv=None):
     evals = {name: Path(directory) for name, directory in (item.split("=", 1) for item in args.evals)}
     scores = collect(evals)
     header, rows = table_rows(scores)
-    sections = [("Stage table", "pass@1: mean correctness over k samples per prompt (temperature 0.6, top-p 0.95); "
+    sections = [("Stage table", "pass@1: mean correctness over k samples per prompt (sampling: Evaluation settings); "
                  "cons@k: majority vote over the k samples; format rate: share of samples in the model's response "
                  "format; mean length in tokens.", html_table(header, rows))]
     markdown_parts = [markdown(header, rows)]
@@ -340,6 +374,18 @@ def main(argv=None):
             sections.append((f"Training curves: {label_of(directory.name)}", explanation,
                              embedded_png(png, f"{directory.name} curves")))
             explanation = ""  # said once, above the first
+    published = json.loads(args.published)
+    if published:
+        published_header, published_table = published_rows(evals, published)
+        sections.append(("Published models", "Published models evaluated by the same job, beside the pass@1 their "
+                         "authors report: a gap here is in the evaluation (sets, sampling, length, answer checking), "
+                         "not in training.", html_table(published_header, published_table)))
+        markdown_parts.append(markdown(published_header, published_table))
+    settings_header, settings_rows = evaluation_setting_rows(evals)
+    sections.append(("Evaluation settings", "What a number here needs to be compared with another: each set's "
+                     "prompts and samples per prompt, the sampling, the engine, the answer checker's version and the "
+                     "code's commit.", html_table(settings_header, settings_rows)))
+    markdown_parts.append(markdown(settings_header, settings_rows))
     sample_header, samples = sample_rows(evals)
     if samples:
         sections.append(("Sampled completions", f"The first sample of the first {SAMPLES_PER_MODEL} prompts of each "

@@ -49,11 +49,12 @@ def plans(tmp_path_factory, venv_env):
 def test_every_real_config_plans_the_whole_dag(plans, name):
     config = load(name)
     jobs, details = plans[name]
-    students = len(config["distill"]["students"])
+    students, published = len(config["distill"]["students"]), len(config["evaluation"].get("published", {}))
     assert jobs["prepare_data"] == 1 and "tiny_data" not in jobs and "base" not in jobs
-    assert jobs["fetch_model"] == 1 + students          # the base and every student, fetched once
+    assert jobs["fetch_model"] == 1 + students + published  # the base, every student and published model, once
     assert jobs["generate"] == config["rejection_sampling"]["num_shards"]
-    assert jobs["evaluate"] == len(config["evaluation"]["models"])
+    assert jobs["evaluate"] == len(config["evaluation"]["models"]) + published
+    assert published or name == "paper"  # a real config checks its evaluation against a published model
     assert all(jobs[rule] == 1 for rule in MAIN_LINE)
     for job in details:  # the profile's site defaults reach every job
         assert job["resources"].get("slurm_partition") == "gpu", job
@@ -200,3 +201,24 @@ def test_a_stage_s_own_cpu_setting_replaces_the_default_s_either_way():
     flipped = {"compute": {"default": {"cpus_per_gpu": 12}, "rejection_sampling": {"cpus_per_task": 32}}}
     assert compute_settings(flipped, "rejection_sampling") == {"cpus_per_task": 32}
     assert compute_settings({}, "final_rl") == {}
+
+
+def test_a_published_model_is_fetched_evaluated_and_reported_beside_its_authors_figures(tmp_path, venv_env):
+    """`snakemake published` evaluates the config's published models with the evaluation job the pipeline's own
+    models get (settings, sets, k per set), before any training; the report takes their reported figures."""
+    config = load("qwen2.5-1.5b")
+    env = apptainer_env(dict(venv_env, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1"), tmp_path / "calls.jsonl")
+    done = snakemake(tmp_path, write_config(tmp_path, config), "-n", "-p", "published", "--profile",
+                     str(REPO / "profiles" / "slurm"), env=env)
+    jobs, details = planned_jobs(done.stdout), planned_job_details(done.stdout)
+    assert jobs == {"prepare_data": 1, "fetch_model": 1, "evaluate": 1, "published": 1}, jobs
+    (fetch,) = by_rule(details, "fetch_model")
+    assert "--name_or_path deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B" in fetch["shell"]
+    (evaluation,) = by_rule(details, "evaluate")
+    assert "--model_path results/qwen2.5-1.5b/published_r1distill15b --template chat" in evaluation["shell"]
+    assert """--samples_per_set '{"aime24": 64, "gpqa": 64}'""" in evaluation["shell"]
+    report = snakemake(tmp_path, write_config(tmp_path, config), "-n", "-p", "report", env=env).stdout
+    assert '"reported": {"aime24": 28.9, "math500": 83.9, "gpqa": 33.8}' in report
+    config["evaluation"]["published"]["r1distill15b"]["reported"]["aime25"] = 20.0
+    done = snakemake(tmp_path, write_config(tmp_path, config), "-n", "all", env=env, check=False)
+    assert "evaluation.published.r1distill15b.reported.aime25: no such set in evaluation.sets" in done.stdout

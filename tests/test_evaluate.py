@@ -85,8 +85,15 @@ def test_evaluate_cli_writes_scores_samples_and_manifest(tiny_model_dir, small_d
     assert [line.split()[1] for line in progress] == ["4/15", "8/15", "12/15", "15/15"]
     assert re.fullmatch(r"math: 15/15 samples \(100%\) \| \d+:\d\d:\d\d elapsed, ETA 0:00:00",
                         progress[-1]), progress[-1]
-    scores = json.loads((out / "scores.json").read_text())["math"]
+    scores_file = json.loads((out / "scores.json").read_text())
+    scores = scores_file["sets"]["math"]
     assert scores["num_prompts"] == 5 and scores["k"] == 3
+    # beside the scores, what makes them comparable with another run's or a paper's
+    comparable = scores_file["comparable_by"]
+    assert comparable["sets"] == {"math": {"prompts": 5, "samples_per_prompt": 3}}
+    assert (comparable["temperature"], comparable["top_p"], comparable["max_new_tokens"]) == (0.6, 0.95, 8)
+    assert comparable["math_verify"] and comparable["engine"] and comparable["backend"] == "transformers"
+    assert comparable["code_version"] not in ("", "unknown") and comparable["template"] == "r1_zero"
     assert 0 <= scores["pass_at_1"] <= 1 and scores["mean_length"] <= 8
     assert len((out / "samples_math.jsonl").read_text().splitlines()) == 15
     manifest = json.loads((out / "manifest.json").read_text())
@@ -109,3 +116,18 @@ def test_cpu_stages_never_import_vllm_and_backend_flags_reach_the_chosen_backend
 
     assert GenerateConfig(model_path="m", prompts="p", output_file="o",
                           batch_size=7).backend_kwargs() == {"batch_size": 7}
+
+
+def test_a_set_may_take_its_own_number_of_samples(tiny_model_dir, small_data_dir, tmp_path):
+    """The field's convention: 64 samples for AIME-sized sets, fewer for large ones, in one job."""
+    data = str(small_data_dir / "eval_math.parquet")
+    common = ["--model_path", str(tiny_model_dir), "--template", "r1_zero", "--num_samples", "1",
+              "--max_new_tokens", "4", "--max_prompts", "3"]
+    evaluate.main([*common, "--eval_sets", f"small={data}", f"large={data}", "--output_dir", str(tmp_path / "eval"),
+                   "--samples_per_set", '{"small": 4}'])
+    scores_file = json.loads((tmp_path / "eval" / "scores.json").read_text())
+    assert scores_file["sets"]["small"]["k"] == 4 and scores_file["sets"]["large"]["k"] == 1
+    assert scores_file["comparable_by"]["sets"]["small"] == {"prompts": 3, "samples_per_prompt": 4}
+    with pytest.raises(ValueError, match=r"--samples_per_set names \['aime'\], which --eval_sets lacks"):
+        evaluate.main([*common, "--eval_sets", f"small={data}", "--output_dir", str(tmp_path / "e2"),
+                       "--samples_per_set", '{"aime": 64}'])

@@ -2,7 +2,15 @@ import json
 
 import pytest
 
-from stages.report import change_rows, level_rows, mixture_rows, paired_change, report_code_digest
+from stages.report import (
+    change_rows,
+    evaluation_setting_rows,
+    level_rows,
+    mixture_rows,
+    paired_change,
+    published_rows,
+    report_code_digest,
+)
 from tests.snakemake_helpers import REPO
 
 
@@ -68,3 +76,47 @@ def test_per_level_rows_show_why_pass_at_1_moved():
     assert header[2:] == ["pass@k", "accuracy given format", "level 1 pass@1", "level 2 pass@1", "level 10 pass@1"]
     assert rows == [["Base", "math", "0.500 (k=4)", "–", "0.250", "–", "0.000"],
                     ["Dev1 (cold-start SFT)", "math", "0.750 (k=4)", "0.600", "–", "0.500", "–"]]
+
+
+def write_evaluation(directory, config, metrics, packages=None):
+    directory.mkdir(parents=True)
+    manifest = {"stage": "evaluate", "config": config, "metrics": metrics, "code_version": "abc1234",
+                "packages": packages or {"vllm": "0.31.0", "transformers": "5.17.0", "math-verify": "0.9.0"}}
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_the_report_says_what_makes_each_number_comparable_and_sets_published_figures_beside_ours(tmp_path):
+    settings = {"backend": "vllm", "temperature": 0.6, "top_p": 0.95, "max_new_tokens": 3072}
+    evals = {"final_rl": tmp_path / "final_rl", "published_r1distill15b": tmp_path / "published"}
+    write_evaluation(evals["final_rl"], settings, {"aime24": {"num_prompts": 30, "k": 64, "pass_at_1": 0.1},
+                                                   "math500": {"num_prompts": 500, "k": 16, "pass_at_1": 0.6}})
+    write_evaluation(evals["published_r1distill15b"], settings,
+                     {"aime24": {"num_prompts": 30, "k": 64, "pass_at_1": 0.2734},
+                      "math500": {"num_prompts": 500, "k": 16, "pass_at_1": 0.8}})
+    header, rows = evaluation_setting_rows(evals)
+    assert dict(zip(header, rows[0])) == {
+        "model": "R1", "sets: prompts x samples": "aime24 30 x 64, math500 500 x 16", "temperature": "0.6",
+        "top-p": "0.95", "max new tokens": "3072", "engine": "vllm 0.31.0", "answer check": "math-verify 0.9.0",
+        "commit": "abc1234"}
+    published = {"published_r1distill15b": {"name_or_path": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",
+                                            "reported": {"aime24": 28.9, "gpqa": 33.8}, "source": "Table 5"}}
+    header, rows = published_rows(evals, published)
+    assert rows == [["published_r1distill15b", "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "aime24", "27.3 (k=64)",
+                     "28.9", "Table 5"],
+                    ["published_r1distill15b", "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "gpqa", "–", "33.8",
+                     "Table 5"]]
+
+
+def test_rl_curves_plot_the_train_inference_log_prob_gap_when_trl_logs_it():
+    """TRL logs how far vLLM's and the trainer's log-probabilities of the sampled tokens are apart (with vLLM)."""
+    from stages.plots import curves_figure
+
+    history = [{"step": step, "reward": 0.5, "rewards/accuracy/mean": 0.4, "rewards/format/mean": 0.9,
+                "sampling/sampling_logp_difference/mean": 0.01 * step, "sampling/sampling_logp_difference/max": 0.3}
+               for step in (1, 2, 3)]
+    axes = {axis.get_title(): axis for axis in curves_figure(history, "R1-Zero").axes if axis.get_title()}
+    gap = axes["train-inference log-prob gap (vLLM vs trainer)"]
+    assert [line.get_label() for line in gap.get_lines()] == ["mean", "max"]
+    assert [line.get_label() for line in axes["accuracy / code / format"].get_lines()] == ["accuracy", "format"]
+    without = curves_figure([{k: v for k, v in row.items() if not k.startswith("sampling/")} for row in history], "x")
+    assert "train-inference log-prob gap (vLLM vs trainer)" not in [axis.get_title() for axis in without.axes]

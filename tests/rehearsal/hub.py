@@ -26,8 +26,9 @@ import pyarrow.parquet as pq
 from stages.data.tiny import TinyDataConfig, generate
 from stages.tokenizer import END_OF_TEXT, chat_template_renderer, train_tokenizer
 
-# The models the real configs name (base and students), each built at its hub id.
-MODELS = ["Qwen/Qwen2.5-Math-1.5B", "Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-7B"]
+# The models the real configs name (base, students, published models), each built at its hub id.
+MODELS = ["Qwen/Qwen2.5-Math-1.5B", "Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-7B",
+          "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"]
 MODEL_SHAPE = dict(hidden_size=256, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
                    intermediate_size=512, max_position_embeddings=4096, tie_word_embeddings=True)
 VOCAB_SIZE = 1000

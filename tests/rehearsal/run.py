@@ -170,8 +170,9 @@ def rehearse_15b(env: dict) -> None:
     generated = [log("qwen2.5-1.5b", f"generate/shard-{i}") for i in range(2)]
     check(all("vllm" in text.lower() for text in generated) and (run_dir / "rejection_sampling").exists(),
           "vLLM generation: both shards sampled, the mixture built")
-    scores = {p.parent.name: json.loads(p.read_text()) for p in run_dir.glob("eval/*/scores.json")}
-    models = yaml.safe_load(CONFIG_15B.read_text())["evaluation"]["models"]
+    scores = {p.parent.name: json.loads(p.read_text())["sets"] for p in run_dir.glob("eval/*/scores.json")}
+    evaluation = yaml.safe_load(CONFIG_15B.read_text())["evaluation"]
+    models = evaluation["models"] + [f"published_{name}" for name in evaluation.get("published", {})]
     check(sorted(scores) == sorted(models) and all("code" in s for s in scores.values()),
           f"vLLM evaluation: {len(scores)} models x {sorted(next(iter(scores.values()), {}))}; the code set run in "
           "the sandbox (bubblewrap, in the GPU image)")
