@@ -9,7 +9,7 @@ from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from stages.artifacts import MIXTURE, code_version
 from stages.config_checks import (cold_start_source, command_line_errors, compute_settings, container_images,
-                                  cross_field_errors, schema_errors, settings_at)
+                                  cross_field_errors, job_wall_hours, schema_errors, settings_at)
 from stages.configs import GRPOStageConfig, default_of
 from stages.recipe import REWARD_MODEL_KINDS, STAGES, template_of
 from stages.save_lead import DEFAULT_WRITE_GB_S, parameter_count, save_lead_s, step_seconds
@@ -197,7 +197,8 @@ def model_path(stage):
 # ---- compute: Slurm resources and launchers -------------------------------------------------------
 # compute keys that are not Slurm resources: how the stage launches, and the planning estimate
 NOT_RESOURCES = ("accelerate_config", "mixed_precision", "vllm_server_gpus", "vllm_server_tensor_parallel_size",
-                 "vllm_server_startup_s", "estimated_hours", "checkpoint_write_gb_s")
+                 "vllm_server_startup_s", "estimated_hours", "estimated_gpu_hours", "gpu_speed", "reference",
+                 "checkpoint_write_gb_s")
 TRAINING_KINDS = ("pretraining", "grpo", "sft", "reward_model")  # the stages that checkpoint and stop on SIGTERM
 
 
@@ -207,7 +208,7 @@ def save_lead(stage):
     job's runtime."""
     settings = compute_settings(config, stage)
     pattern = STAGES[stage].settings
-    step_s = step_seconds(settings.get("estimated_hours"),
+    step_s = step_seconds(job_wall_hours(settings),
                           settings_at(config, pattern).get("max_steps") if "{" not in pattern else None)
     nodes = settings.get("nodes", 1)
     writing_nodes = nodes - 1 if nodes > 1 and settings.get("vllm_server_gpus") else nodes

@@ -110,7 +110,7 @@ def main(argv=None):
                       processing_class=tokenizer, callbacks=[stop])
     log_progress(trainer)
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
-    stop.exit_if_stopped(trainer)
+    stop.exit_unless_done(trainer)
 
     if not save_model_for_publication(trainer, tokenizer, config.output_dir):
         return  # another process of a multi-GPU run: the main one publishes

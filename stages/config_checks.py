@@ -132,6 +132,17 @@ def compute_settings(config: dict, stage: str) -> dict:
     return {**default, **own}
 
 
+def job_wall_hours(settings: dict) -> float | None:
+    """One job's expected wall time from its compute entry: a GPU job's work (`estimated_gpu_hours`, on an
+    H100) over its GPUs and their speed (`gpu_speed`), as if it scaled linearly; a CPU job's own
+    `estimated_hours`. None without an estimate."""
+    gpus = settings.get("gpu", 0) * settings.get("nodes", 1)
+    if gpus:
+        work = settings.get("estimated_gpu_hours")
+        return None if work is None else work / (gpus * settings.get("gpu_speed", 1.0))
+    return settings.get("estimated_hours")
+
+
 def container_images(config: dict) -> dict[str, str]:
     """The CPU and GPU Apptainer images: paths relative to the checkout (where `make containers` builds
     them) or URIs, from the config's `containers` section over the defaults."""
@@ -158,6 +169,12 @@ def compute_errors(config: dict) -> list[str]:
         accelerate = settings.get("accelerate_config")
         if accelerate and not (REPO / accelerate).is_file() and not Path(accelerate).is_file():
             errors.append(f"compute.{stage}.accelerate_config: no file {accelerate}")
+        merged = compute_settings(config, stage)
+        if merged.get("gpu") and "estimated_hours" in merged and "estimated_gpu_hours" not in merged:
+            gpus, hours = merged["gpu"] * merged.get("nodes", 1), merged["estimated_hours"]
+            errors.append(f"compute.{stage}.estimated_hours: a GPU job's estimate is its work, estimated_gpu_hours "
+                          f"(GPU-hours on an H100: {gpus} GPUs x {hours:g} h = {gpus * hours:g}), so that its wall "
+                          "time follows gpu, nodes and gpu_speed")
     judge = config.get("rejection_sampling", {}).get("judge", {})
     judge_gpus = judge.get("vllm_tensor_parallel_size", 1)
     if judge.get("backend") == "vllm" and "compute" in config and \

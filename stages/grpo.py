@@ -281,7 +281,7 @@ def main(argv=None):
         snapshots.trainer = trainer
     log_progress(trainer)
     result = trainer.train(resume_from_checkpoint=checkpoint)
-    stop.exit_if_stopped(trainer)
+    stop.exit_unless_done(trainer)
 
     if not save_model_for_publication(trainer, tokenizer, config.output_dir):
         return  # another process of a multi-GPU run: the main one publishes

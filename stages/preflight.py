@@ -11,12 +11,15 @@ nothing downloaded; what is done already is not planned again) and
   runs without it), images not built, partitions that `sinfo` does not know;
 - tries the code sandbox where the jobs will run it (bubblewrap in the GPU image), when some job runs
   model code;
-- prints, per stage, the GPU-hours the plan requests (jobs x GPUs x `runtime`) beside the estimate
-  (jobs x GPUs x `compute.<stage>.estimated_hours`), and the totals.
+- checks each job's GPUs, memory and CPUs per node and its time limit against its partition's nodes;
+- prints, per stage, the GPU-hours the plan requests (jobs x GPUs x `runtime`) beside the estimate (the
+  stage's work, `compute.<stage>.estimated_gpu_hours` on an H100, over `gpu_speed`: a job's wall time
+  follows its GPUs), the totals, published figures the config names, and the critical path's wall time.
 Exit status 1 when something must be fixed first.
 """
 
 import argparse
+import json
 import math
 import os
 import re
@@ -29,10 +32,11 @@ from pathlib import Path
 
 import yaml
 
-from stages.config_checks import REPO, compute_settings, container_images
+from stages.config_checks import REPO, compute_settings, container_images, job_wall_hours
 from stages.recipe import STAGES
 from stages.rewards.sandbox import isolation_probe, isolation_problem
 
+REFERENCE_GPU = "an H100 80GB"  # the GPU the configs' estimated_gpu_hours are stated for (gpu_speed: 1)
 # Values the shipped profile holds where each site must put its own (profiles/slurm/config.yaml, SITE lines).
 PLACEHOLDERS = {"slurm_account": "my_project"}
 # Rules with `localrule: True` (rules/*.smk): they run on the login node, not as Slurm jobs (a test keeps
@@ -60,6 +64,12 @@ class PlannedJob:
     @property
     def runtime_hours(self) -> float:
         return int(self.resources.get("runtime", 0)) / 60
+
+    @property
+    def cpus_per_node(self) -> int:
+        per_gpu = int(self.resources.get("cpus_per_gpu", 0))
+        nodes = int(self.resources.get("nodes", 1))
+        return per_gpu * (self.gpus // nodes) if per_gpu else int(self.resources.get("cpus_per_task", 0))
 
 
 def planned_jobs(dry_run_output: str) -> list[PlannedJob]:
@@ -104,12 +114,48 @@ def bind_paths(apptainer_args: str) -> list[str]:
     return paths
 
 
-def slurm_partitions() -> set[str] | None:
-    """The cluster's partitions as `sinfo` lists them; None where there is no sinfo (not a login node)."""
+@dataclass
+class PartitionLimits:
+    """The most one node of a partition offers (the largest of its node types) and its time limit."""
+    gpus_per_node: int = 0
+    mem_mb: int = 0
+    cpus: int = 0
+    time_limit_min: float = math.inf
+
+
+def sinfo_minutes(text: str) -> float:
+    """A Slurm time limit (`2-00:00:00`, `48:00:00`, `30:00`, `infinite`) in minutes."""
+    if text.strip() in ("infinite", "UNLIMITED", "n/a", ""):
+        return math.inf
+    days, _, clock = text.strip().rpartition("-")
+    parts = [int(part) for part in clock.split(":")]
+    hours, minutes, seconds = ([0] * (3 - len(parts)) + parts) if len(parts) > 1 else (0, parts[0], 0)
+    return (int(days or 0) * 24 + hours) * 60 + minutes + seconds / 60
+
+
+def parse_sinfo(output: str) -> dict[str, PartitionLimits]:
+    """`sinfo --noheader --format=%R|%G|%m|%c|%l` lines (one per node type of a partition)."""
+    limits: dict[str, PartitionLimits] = {}
+    for line in output.splitlines():
+        if line.count("|") != 4:
+            continue
+        name, gres, mem, cpus, time_limit = (field.strip() for field in line.split("|"))
+        gpus = max((int(count) for count in re.findall(r"gpu(?::[^:,(]+)?:(\d+)", gres)), default=0)
+        known = limits.setdefault(name, PartitionLimits(time_limit_min=sinfo_minutes(time_limit)))
+        known.gpus_per_node = max(known.gpus_per_node, gpus)
+        known.mem_mb = max(known.mem_mb, int(re.sub(r"\D", "", mem) or 0))
+        known.cpus = max(known.cpus, int(re.sub(r"\D", "", cpus) or 0))
+    return limits
+
+
+def slurm_partitions() -> dict[str, PartitionLimits] | None:
+    """The cluster's partitions and what their nodes offer, as `sinfo` lists them; None where there is no
+    sinfo (not a login node)."""
     if not shutil.which("sinfo"):
         return None
-    done = subprocess.run(["sinfo", "--noheader", "--format=%R"], capture_output=True, text=True, timeout=60)
-    return set(done.stdout.split()) if done.returncode == 0 else None
+    done = subprocess.run(["sinfo", "--noheader", "--format=%R|%G|%m|%c|%l"], capture_output=True, text=True,
+                          timeout=60)
+    return parse_sinfo(done.stdout) if done.returncode == 0 else None
 
 
 def profile_file_of(profile: str) -> Path:
@@ -193,16 +239,39 @@ def sandbox_problems(config: dict, profile: dict) -> list[str]:
             "leave code out of the config (the `code` reward, evaluation set and mixture target)"]
 
 
-def partition_problems(jobs: list[PlannedJob], partitions: set[str] | None) -> list[str]:
+def partition_problems(jobs: list[PlannedJob], partitions: dict[str, PartitionLimits] | None) -> list[str]:
+    """Each job's partition, GPUs, memory and CPUs per node and time limit against what sinfo lists."""
     if partitions is None:
         return []
-    wanted = {job.resources["slurm_partition"] for job in jobs if "slurm_partition" in job.resources}
-    return [f"partition {name!r} is not one sinfo lists ({', '.join(sorted(partitions))}): set slurm_partition in "
-            "the profile, or per stage in the config's compute section" for name in sorted(wanted - partitions)]
+    problems, seen = [], set()
+    for job in jobs:
+        name = job.resources.get("slurm_partition")
+        if name is None or (name, job.compute_key) in seen:
+            continue
+        seen.add((name, job.compute_key))
+        where = f"compute.{job.compute_key}"
+        if name not in partitions:
+            problems.append(f"partition {name!r} is not one sinfo lists ({', '.join(sorted(partitions))}): set "
+                            "slurm_partition in the profile, or per stage in the config's compute section")
+            continue
+        node, nodes = partitions[name], int(job.resources.get("nodes", 1))
+        asks = {"GPUs per node": (job.gpus // nodes, node.gpus_per_node, "gpu"),
+                "memory (MB)": (int(job.resources.get("mem_mb", 0)), node.mem_mb, "mem_mb"),
+                "CPUs per node": (job.cpus_per_node, node.cpus, "cpus_per_gpu or cpus_per_task")}
+        for what, (asked, offered, key) in asks.items():
+            if asked > offered:
+                problems.append(f"{where}: {asked} {what} on partition {name!r}, whose nodes have {offered}: "
+                                f"lower {key}")
+        if job.runtime_hours * 60 > node.time_limit_min:
+            problems.append(f"{where}: runtime {job.runtime_hours * 60:g} min is over partition {name!r}'s "
+                            f"limit of {node.time_limit_min:g} min: lower runtime (the job resumes in the "
+                            "profile's retries)")
+    return problems
 
 
-def dry_run(configfiles: list[Path], profile: str, without_apptainer: bool) -> str:
-    command = [sys.executable, "-m", "snakemake", "-n", "-p", "all", "--profile", profile,
+def snakemake_plan(configfiles: list[Path], profile: str, without_apptainer: bool, *mode: str) -> str:
+    """What Snakemake plans for `all` with this config and profile (`-n -p`, or another planning mode)."""
+    command = [sys.executable, "-m", "snakemake", *(mode or ("-n", "-p")), "all", "--profile", profile,
                "-s", str(REPO / "Snakefile"), "-d", os.getcwd()]
     if without_apptainer:  # Snakemake asks for `apptainer --version` even in a dry run
         command += ["--sdm", "env-modules"]
@@ -217,20 +286,22 @@ def dry_run(configfiles: list[Path], profile: str, without_apptainer: bool) -> s
 
 
 def gpu_hours_table(jobs: list[PlannedJob], config: dict, retries: int) -> tuple[list[str], list[str]]:
-    """One line per compute entry: jobs, GPUs and runtime per job, how many submissions a job needs (an
-    estimate past `runtime` resumes in a resubmitted job), GPU-hours requested and estimated; and the
-    stages that would run out of the profile's retries."""
+    """One line per compute entry: jobs, GPUs and runtime per job, the expected wall time of a job, how many
+    submissions it needs (a job past `runtime` resumes in a resubmitted one), GPU-hours requested and
+    estimated, and the published figure the entry names; and the stages that would run out of the profile's
+    retries."""
     by_key: dict[str, list[PlannedJob]] = {}
     for job in jobs:
         by_key.setdefault(job.compute_key, []).append(job)
     rows = [f"{'stage':<20} {'jobs':>5} {'GPUs/job':>8} {'runtime h':>9} {'estimate h':>10} {'submits':>7} "
             f"{'requested GPU-h':>15} {'estimated GPU-h':>15}"]
-    problems, total_requested, total_estimated = [], 0.0, 0.0
+    problems, references, total_requested, total_estimated = [], [], 0.0, 0.0
     for key, group in by_key.items():
-        job, estimate = group[0], compute_settings(config, key).get("estimated_hours")
+        job, settings = group[0], compute_settings(config, key)
+        estimate = job_wall_hours(settings)
         submits = max(1, math.ceil(estimate / job.runtime_hours)) if estimate and job.runtime_hours else 1
         if submits > 1 + retries:
-            problems.append(f"compute.{key}: estimated {estimate} h needs {submits} submissions of runtime "
+            problems.append(f"compute.{key}: estimated {estimate:.3g} h needs {submits} submissions of runtime "
                             f"{job.runtime_hours:g} h, more than the profile's 1 + {retries} retries: "
                             "raise runtime or retries")
         requested = len(group) * job.gpus * job.runtime_hours * submits
@@ -238,14 +309,48 @@ def gpu_hours_table(jobs: list[PlannedJob], config: dict, retries: int) -> tuple
         total_requested += requested
         total_estimated += estimated or 0.0
         rows.append(f"{key:<20} {len(group):>5} {job.gpus:>8} {job.runtime_hours:>9.1f} "
-                    f"{'-' if estimate is None else format(estimate, 'g'):>10} {submits:>7} {requested:>15.1f} "
+                    f"{'-' if estimate is None else format(estimate, '.3g'):>10} {submits:>7} {requested:>15.1f} "
                     f"{'-' if estimated is None else format(estimated, '.1f'):>15}")
-    unestimated = [key for key in by_key if compute_settings(config, key).get("estimated_hours") is None]
+        if settings.get("reference"):
+            references.append(f"{key}: {settings['reference']}")
+    unestimated = [key for key in by_key if job_wall_hours(compute_settings(config, key)) is None]
     rows.append(f"{'total':<20} {len(jobs):>5} {'':>8} {'':>9} {'':>10} {'':>7} {total_requested:>15.1f} "
                 f"{'-' if len(unestimated) == len(by_key) else format(total_estimated, '.1f'):>15}")
     if unestimated and len(unestimated) < len(by_key):
-        rows.append(f"(no estimate for {', '.join(unestimated)}: set compute.<stage>.estimated_hours)")
+        rows.append(f"(no estimate for {', '.join(unestimated)}: set compute.<stage>.estimated_gpu_hours, or "
+                    "estimated_hours for a job without GPUs)")
+    rows += [f"published figure for {reference}" for reference in references]
     return rows, problems
+
+
+def dag_edges(configfiles: list[Path], profile: str, without_apptainer: bool) -> tuple[dict[int, str], list]:
+    """The planned DAG (`snakemake --d3dag`): job id -> rule, and (before, after) job id pairs."""
+    dag = json.loads(snakemake_plan(configfiles, profile, without_apptainer, "--d3dag"))
+    return {node["id"]: node["value"]["rule"] for node in dag["nodes"]}, [(e["u"], e["v"]) for e in dag["edges"]]
+
+
+def critical_path(rules: dict[int, str], edges: list, hours_of_rule: dict[str, float]) -> tuple[float, list[str]]:
+    """The longest chain of expected wall times through the DAG (jobs of one rule in parallel count once):
+    the least time the run takes with no queue wait, and the rules along it."""
+    after: dict[int, list[int]] = {job: [] for job in rules}
+    waits_for = dict.fromkeys(rules, 0)
+    for before, then in edges:
+        after[before].append(then)
+        waits_for[then] += 1
+    ready = [job for job, count in waits_for.items() if count == 0]
+    finish = {job: (hours_of_rule.get(rules[job], 0.0), [rules[job]]) for job in ready}
+    while ready:
+        job = ready.pop()
+        for then in after[job]:
+            hours, path = finish[job]
+            candidate = (hours + hours_of_rule.get(rules[then], 0.0), path + [rules[then]])
+            if then not in finish or candidate[0] > finish[then][0]:
+                finish[then] = candidate
+            waits_for[then] -= 1
+            if waits_for[then] == 0:
+                ready.append(then)
+    hours, path = max(finish.values(), key=lambda item: item[0], default=(0.0, []))
+    return hours, [rule for rule in path if hours_of_rule.get(rule)]
 
 
 def main(argv=None) -> int:
@@ -275,15 +380,20 @@ def main(argv=None) -> int:
         problems += image_problems(config)
     if not uses_apptainer(profile) or (apptainer_available() and not image_problems(config)):
         problems += sandbox_problems(config, profile)  # in the image, once there is one to run
-    jobs = planned_jobs(dry_run(args.configfile, args.profile, uses_apptainer(profile) and not apptainer_available()))
+    plan_args = (args.configfile, args.profile, uses_apptainer(profile) and not apptainer_available())
+    jobs = planned_jobs(snakemake_plan(*plan_args))
     problems += partition_problems(jobs, slurm_partitions())
 
     rows, retry_problems = gpu_hours_table(jobs, config, int(profile.get("retries", 0)))
     problems += retry_problems
+    hours_of_rule = {job.rule: job_wall_hours(compute_settings(config, job.compute_key)) or 0.0 for job in jobs}
+    hours, path = critical_path(*dag_edges(*plan_args), hours_of_rule)
     print(f"preflight: {' + '.join(map(str, args.configfile))} with {profile_file}")
-    print("GPU-hours: requested = jobs x GPUs x runtime x submits (what Slurm reserves); estimated = jobs x GPUs x "
-          "compute.<stage>.estimated_hours")
+    print(f"GPU-hours: requested = jobs x GPUs x runtime x submits (what Slurm reserves); estimated = jobs x "
+          f"compute.<stage>.estimated_gpu_hours (on {REFERENCE_GPU}) / gpu_speed; estimate h = one job's wall time")
     print("\n".join("  " + row for row in rows))
+    print(f"critical path: {hours:.1f} h of estimated wall time ({' > '.join(path) or 'nothing estimated'}), "
+          "queue waits aside")
     if problems:
         print(f"{len(problems)} thing(s) to fix before the first run:")
         print("\n".join(f"  - {problem}" for problem in problems))

@@ -97,7 +97,7 @@ def main(argv=None):
                             processing_class=tokenizer, callbacks=[stop])
     log_progress(trainer)
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
-    stop.exit_if_stopped(trainer)
+    stop.exit_unless_done(trainer)
     # Every process scores (a ZeRO-3 model's forward pass needs them all); the main one reports.
     accuracy, held_out_scores = pairwise_accuracy(trainer.model.eval(), tokenizer, held_out, config.max_length)
 

@@ -47,8 +47,8 @@ def save_lead_s(parameters: int | None, nodes: int, write_gb_s: float, step_s: f
     return math.ceil(step_s + write_s + SLURM_SLACK_S)
 
 
-def step_seconds(estimated_hours: float | None, max_steps: int | None) -> float:
-    """One step's expected time: the stage's estimated wall time over its steps."""
-    if estimated_hours and max_steps and max_steps > 0:
-        return estimated_hours * 3600 / max_steps
+def step_seconds(wall_hours: float | None, max_steps: int | None) -> float:
+    """One step's expected time: the job's estimated wall time over its steps."""
+    if wall_hours and max_steps and max_steps > 0:
+        return wall_hours * 3600 / max_steps
     return DEFAULT_STEP_S

@@ -5,6 +5,8 @@ import json
 import os
 import shutil
 import signal
+import socket
+import subprocess
 import sys
 import time
 from dataclasses import asdict
@@ -64,10 +66,46 @@ def process_rank() -> int:
     return int(os.environ.get("RANK", "0"))
 
 
+OWNER = "owner.json"
+SLURM_ACTIVE = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "RESIZING", "REQUEUED", "STOPPED")
+
+
+def process_started(pid: int) -> str | None:
+    """A process's start time in clock ticks since boot (/proc), which tells it from a later one with its pid."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def this_process() -> dict:
+    return {"host": socket.gethostname(), "pid": os.getpid(), "started": process_started(os.getpid()),
+            "slurm_job_id": os.environ.get("SLURM_JOB_ID", "")}
+
+
+def still_running(owner: dict) -> str | None:
+    """How the process that last claimed a work directory is still running (its Slurm job, or its process on
+    this host), or None when it is gone (or cannot be asked)."""
+    job = owner.get("slurm_job_id")
+    if job:
+        if job == os.environ.get("SLURM_JOB_ID") or not shutil.which("squeue"):
+            return None  # this job itself (requeued), or no Slurm to ask here
+        done = subprocess.run(["squeue", "--noheader", "--jobs", job, "--format=%T"], capture_output=True, text=True,
+                              timeout=60)
+        state = done.stdout.strip() if done.returncode == 0 else ""
+        return f"Slurm job {job} ({state.lower()})" if state in SLURM_ACTIVE else None
+    if owner.get("host") == socket.gethostname() and owner.get("pid") != os.getpid() and \
+            process_started(owner.get("pid", 0)) == owner.get("started"):
+        return f"process {owner['pid']} on {owner['host']}"
+    return None
+
+
 def claim_work_dir(work_dir: str, fingerprint: dict, wait_s: float = 600.0) -> None:
     """Keeps a work directory's checkpoints only if they came from the same settings and inputs:
     a rerun after a change starts afresh instead of resuming a stale run. In a multi-process run the
-    main process decides; the others wait until its stamp says the directory is theirs."""
+    main process decides; the others wait until its stamp says the directory is theirs. A directory that a
+    live job still trains in (left running by a Snakemake controller that died) is refused: two trainers
+    would write each other's checkpoints."""
     path = Path(work_dir)
     if process_rank() != 0:
         deadline = time.time() + wait_s
@@ -76,10 +114,17 @@ def claim_work_dir(work_dir: str, fingerprint: dict, wait_s: float = 600.0) -> N
                 raise TimeoutError(f"the main process did not claim {work_dir} within {wait_s:.0f} s")
             time.sleep(0.5)
         return
+    if (path / OWNER).exists():
+        running = still_running(json.loads((path / OWNER).read_text()))
+        if running:
+            hint = f"`scancel {running.split()[2]}`" if running.startswith("Slurm") else "stop it"
+            raise RuntimeError(f"{work_dir} is in use by {running}, left running by an earlier run (a Snakemake "
+                               f"controller that died?): wait for it or {hint}, then run again")
     if path.exists() and progress_is_stale(path / FINGERPRINT, fingerprint):
         print(f"{work_dir} holds progress of other settings or inputs: starting afresh", flush=True)
         shutil.rmtree(path)
     path.mkdir(parents=True, exist_ok=True)
+    (path / OWNER).write_text(json.dumps(this_process()))
     write_stamp(path / FINGERPRINT, fingerprint)
 
 
@@ -143,7 +188,7 @@ def resume_checkpoint(work_dir: str) -> str | None:
 class StopOnSignal(TrainerCallback):
     """Slurm's time limit and preemption send SIGTERM, then SIGKILL after KillWait (30 s by default);
     Ctrl-C sends SIGINT. Either one lets the current step finish, saves a checkpoint and stops
-    training; `exit_if_stopped` then ends the process without publishing, and a rerun resumes from
+    training; `exit_unless_done` then ends the process without publishing, and a rerun resumes from
     that checkpoint. A second Ctrl-C stops at once. All processes of a multi-GPU run agree on the
     step to stop at (a ZeRO-3 save is collective)."""
 
@@ -172,11 +217,18 @@ class StopOnSignal(TrainerCallback):
             self.received = self.received or signal.SIGTERM  # another process got it
         return control
 
-    def exit_if_stopped(self, trainer) -> None:
+    def exit_unless_done(self, trainer) -> None:
+        """Ends the process without publishing when a signal stopped training; fails when training ended
+        short of its last step otherwise (a resume that trained nothing is not a finished stage)."""
+        state = trainer.state
         if self.received is not None:
-            print(f"stopped at step {trainer.state.global_step} by {signal.Signals(self.received).name}; "
+            print(f"stopped at step {state.global_step} by {signal.Signals(self.received).name}; "
                   f"a rerun resumes from the checkpoint saved there", flush=True)
             sys.exit(128 + self.received)
+        if state.global_step < state.max_steps:
+            raise RuntimeError(f"training ended at step {state.global_step} of {state.max_steps} with no stop signal: "
+                               "the model is not published (a checkpoint from another number of steps or data?); "
+                               f"delete {trainer.args.output_dir} to start afresh")
 
 
 class ProgressLog(TrainerCallback):

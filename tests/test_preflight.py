@@ -13,6 +13,11 @@ from stages import preflight
 from tests.snakemake_helpers import FAKE_APPTAINER_DIR, REPO
 
 REAL_CONFIGS = ["qwen2.5-1.5b", "qwen2.5-7b", "paper"]
+# `sinfo --noheader --format=%R|%G|%m|%c|%l` of a site with 8-GPU nodes (two node types) and a debug partition
+SINFO = """gpu|gpu:h100:8(S:0-1)|1000000|96|2-00:00:00
+gpu|gpu:a100:4(S:0)|512000+|64|2-00:00:00
+debug|(null)|256000|64|30:00
+"""
 PROFILE = REPO / "profiles" / "slurm"
 
 
@@ -78,7 +83,7 @@ def site_ready(container_rootfs, tmp_path, monkeypatch) -> list[str]:
     monkeypatch.setenv("PATH", f"{FAKE_APPTAINER_DIR}:{Path(preflight.sys.executable).parent}:/usr/bin:/bin")
     monkeypatch.setenv("R1_FAKE_APPTAINER_LOG", str(tmp_path / "apptainer-calls.jsonl"))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(preflight, "slurm_partitions", lambda: {"gpu", "debug"})
+    monkeypatch.setattr(preflight, "slurm_partitions", lambda: preflight.parse_sinfo(SINFO))
     return ["--configfile", str(REPO / "configs" / "qwen2.5-1.5b.yaml"), str(layered), "--profile", str(profile_dir)]
 
 
@@ -92,7 +97,8 @@ def test_a_site_ready_profile_passes(site_ready, tmp_path, monkeypatch, capsys):
     assert '"bwrap", "--unshare-all"' in calls
 
     # the same site whose cluster has no partition of that name
-    monkeypatch.setattr(preflight, "slurm_partitions", lambda: {"batch"})
+    batch_only = preflight.parse_sinfo("batch|gpu:8|1000000|96|2-00:00:00")
+    monkeypatch.setattr(preflight, "slurm_partitions", lambda: batch_only)
     assert preflight.main(argv) == 1
     assert "partition 'gpu' is not one sinfo lists (batch)" in capsys.readouterr().out
 
@@ -142,3 +148,58 @@ def test_a_profile_is_found_by_name_as_snakemake_finds_it(tmp_path, monkeypatch)
     shutil.copytree(PROFILE, tmp_path / "snakemake" / "slurm")
     assert preflight.profile_file_of("slurm") == tmp_path / "snakemake" / "slurm" / "config.yaml"
     assert preflight.profile_file_of(str(PROFILE)) == PROFILE / "config.yaml"
+
+
+def preflight_table(tmp_path, monkeypatch, capsys, *layered: dict) -> tuple[dict, str]:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(preflight, "apptainer_available", lambda: False)
+    monkeypatch.setattr(preflight, "slurm_partitions", lambda: None)
+    files = [str(REPO / "configs" / "qwen2.5-1.5b.yaml")]
+    for number, layer in enumerate(layered):
+        (tmp_path / f"site{number}.yaml").write_text(yaml.safe_dump(layer))
+        files.append(str(tmp_path / f"site{number}.yaml"))
+    preflight.main(["--configfile", *files, "--profile", str(PROFILE)])
+    output = capsys.readouterr().out
+    return table(output), output
+
+
+def test_estimates_are_work_so_a_stages_wall_time_follows_its_gpus_and_their_speed(tmp_path, monkeypatch, capsys):
+    """4 GPUs instead of 8 double R1-Zero's hours and keep its GPU-hours; GPUs half as fast double both."""
+    rows, output = preflight_table(tmp_path, monkeypatch, capsys)
+    assert rows["r1_zero"][1:4] == ["8", "20.0", "10"] and rows["r1_zero"][-1] == "80.0"
+    rows, _ = preflight_table(tmp_path, monkeypatch, capsys, {"compute": {"r1_zero": {"gpu": 4}}})
+    assert rows["r1_zero"][1:4] == ["4", "20.0", "20"] and rows["r1_zero"][-1] == "80.0"
+    rows, _ = preflight_table(tmp_path, monkeypatch, capsys, {"compute": {"default": {"gpu_speed": 0.5}}})
+    assert rows["r1_zero"][3:5] == ["20", "1"] and rows["r1_zero"][-1] == "160.0"
+    assert rows["evaluate"][3] == "0.6"  # every GPU stage, through compute.default
+    # the published figure the config names, beside the estimate
+    assert "published figure for r1_zero: DeepScaleR-1.5B-Preview" in output
+
+
+def test_the_critical_path_is_the_longest_chain_of_wall_times(tmp_path, monkeypatch, capsys):
+    _, output = preflight_table(tmp_path, monkeypatch, capsys)
+    config = yaml.safe_load((REPO / "configs" / "qwen2.5-1.5b.yaml").read_text())["compute"]
+    main_line = ["cold_start_sft", "reasoning_rl", "generate", "rejection_sampling", "mixture_sft", "final_rl",
+                 "evaluate"]
+    hours = sum(preflight.job_wall_hours({**config["default"], **config[key]}) for key in main_line)
+    assert f"critical path: {hours:.1f} h of estimated wall time ({' > '.join(main_line)}), queue waits aside" \
+        in output, output
+
+
+def test_each_job_is_held_against_what_its_partition_s_nodes_offer():
+    limits = preflight.parse_sinfo(SINFO)
+    assert limits["gpu"] == preflight.PartitionLimits(gpus_per_node=8, mem_mb=1000000, cpus=96, time_limit_min=2880)
+    assert limits["debug"].gpus_per_node == 0 and limits["debug"].time_limit_min == 30
+    job = preflight.PlannedJob("r1_zero", {"slurm_partition": "gpu", "gpu": "8", "cpus_per_gpu": "12",
+                                           "cpus_per_task": "0", "mem_mb": "900000", "runtime": "1200"})
+    assert preflight.partition_problems([job], limits) == []
+    small = preflight.parse_sinfo("gpu|gpu:4|512000|48|0-12:00:00")
+    assert preflight.partition_problems([job], small) == [
+        "compute.r1_zero: 8 GPUs per node on partition 'gpu', whose nodes have 4: lower gpu",
+        "compute.r1_zero: 900000 memory (MB) on partition 'gpu', whose nodes have 512000: lower mem_mb",
+        "compute.r1_zero: 96 CPUs per node on partition 'gpu', whose nodes have 48: lower cpus_per_gpu or "
+        "cpus_per_task",
+        "compute.r1_zero: runtime 1200 min is over partition 'gpu''s limit of 720 min: lower runtime (the job "
+        "resumes in the profile's retries)"]
+    assert preflight.sinfo_minutes("infinite") == float("inf") and preflight.sinfo_minutes("30:00") == 30
+    assert preflight.sinfo_minutes("2-12:00:00") == 3600 and preflight.sinfo_minutes("45") == 45

@@ -82,3 +82,90 @@ def test_sigterm_at_a_random_step_then_rerun_ends_like_an_uninterrupted_run(tmp_
     assert training_rows(interrupted) == training_rows(whole)
     assert (interrupted / TARGET / "model.safetensors").read_bytes() == \
         (whole / TARGET / "model.safetensors").read_bytes()
+
+
+def sft_run(model_dir, data_dir, out: Path, work: Path) -> dict:
+    """Dev1's SFT on the small cold-start set: 120 conversations in batches of 16 are 8 steps an epoch; 2 epochs,
+    a checkpoint at the end of each."""
+    from stages import sft
+
+    sft.main(["--model_path", str(model_dir), "--train_data", str(data_dir / "cold_start.parquet"),
+              "--output_dir", str(out), "--work_dir", str(work), "--stage", "cold_start_sft", "--learning_rate",
+              "1e-3", "--num_train_epochs", "2", "--per_device_train_batch_size", "16", "--max_length", "256",
+              "--logging_steps", "1", "--save_steps", "8"])
+    from safetensors.torch import load_file
+
+    return load_file(out / "model.safetensors")
+
+
+def test_resuming_at_an_epoch_boundary_or_at_the_last_step_ends_as_an_uninterrupted_run(
+        tiny_model_dir, small_data_dir, tmp_path):
+    """Peers' resumes skipped or replayed data exactly there (verl#7401, open-instruct#1523/#1823)."""
+    import shutil
+
+    import torch
+
+    whole = sft_run(tiny_model_dir, small_data_dir, tmp_path / "whole", tmp_path / "whole.work")
+    assert sorted(p.name for p in (tmp_path / "whole.work").glob("checkpoint-*")) == ["checkpoint-16", "checkpoint-8"]
+    for kept in ("checkpoint-8", "checkpoint-16"):  # the end of epoch 1; the last step, before publication
+        work = tmp_path / f"from-{kept}.work"
+        shutil.copytree(tmp_path / "whole.work", work)
+        for checkpoint in work.glob("checkpoint-*"):
+            if checkpoint.name != kept:
+                shutil.rmtree(checkpoint)
+        resumed = sft_run(tiny_model_dir, small_data_dir, tmp_path / f"from-{kept}", work)
+        assert resumed.keys() == whole.keys()
+        assert all(torch.equal(resumed[name], whole[name]) for name in whole), kept
+        history = [json.loads(line) for line in (tmp_path / f"from-{kept}" / "metrics.jsonl").open()]
+        assert max(row["step"] for row in history if "loss" in row) == 16
+
+
+def test_a_training_that_ends_short_of_its_last_step_is_not_published():
+    """A resume that trained nothing (or stopped early without a signal) fails instead of passing as done."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from stages.training import StopOnSignal
+
+    stop = StopOnSignal()
+    trainer = SimpleNamespace(state=SimpleNamespace(global_step=8, max_steps=16), args=SimpleNamespace(output_dir="w"))
+    with pytest.raises(RuntimeError, match="training ended at step 8 of 16 with no stop signal"):
+        stop.exit_unless_done(trainer)
+    stop.exit_unless_done(SimpleNamespace(state=SimpleNamespace(global_step=16, max_steps=16)))  # done
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def test_a_work_dir_that_a_live_job_still_trains_in_is_refused(tmp_path, monkeypatch):
+    """A controller that died leaves its jobs running; the next controller's trainer must not write the same
+    checkpoints (NeMo-RL#1624's kind of silent replay)."""
+    import pytest
+
+    from stages.training import OWNER, claim_work_dir, process_started
+
+    work, fingerprint = tmp_path / "stage.work", {"config": {"lr": 1}}
+    work.mkdir()
+    orphan = subprocess.Popen(["sleep", "60"])
+    (work / OWNER).write_text(json.dumps({"host": os.uname().nodename, "pid": orphan.pid,
+                                          "started": process_started(orphan.pid), "slurm_job_id": ""}))
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    with pytest.raises(RuntimeError, match=rf"is in use by process {orphan.pid} on "):
+        claim_work_dir(str(work), fingerprint)
+    orphan.kill()
+    orphan.wait()
+    claim_work_dir(str(work), fingerprint)  # gone: the directory is this run's
+    assert json.loads((work / OWNER).read_text())["pid"] == os.getpid()
+
+    # an orphaned Slurm job, as squeue reports it
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "squeue").write_text("#!/bin/sh\necho \"$R1_FAKE_SQUEUE\"\n")
+    (fake / "squeue").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    (work / OWNER).write_text(json.dumps({"host": "n7", "pid": 1, "started": "1", "slurm_job_id": "4242"}))
+    monkeypatch.setenv("R1_FAKE_SQUEUE", "RUNNING")
+    with pytest.raises(RuntimeError, match=r"in use by Slurm job 4242 \(running\).*`scancel 4242`"):
+        claim_work_dir(str(work), fingerprint)
+    monkeypatch.setenv("R1_FAKE_SQUEUE", "")  # finished: squeue no longer lists it
+    claim_work_dir(str(work), fingerprint)
