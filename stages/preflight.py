@@ -285,13 +285,14 @@ def snakemake_plan(configfiles: list[Path], profile: str, without_apptainer: boo
     return done.stdout
 
 
-def gpu_hours_table(jobs: list[PlannedJob], config: dict, retries: int) -> tuple[list[str], list[str]]:
+def gpu_hours_table(jobs: list[PlannedJob], config: dict, retries: int,
+                    order: list[str] = ()) -> tuple[list[str], list[str]]:
     """One line per compute entry: jobs, GPUs and runtime per job, the expected wall time of a job, how many
     submissions it needs (a job past `runtime` resumes in a resubmitted one), GPU-hours requested and
     estimated, and the published figure the entry names; and the stages that would run out of the profile's
     retries."""
     by_key: dict[str, list[PlannedJob]] = {}
-    for job in jobs:
+    for job in sorted(jobs, key=lambda job: order.index(job.rule) if job.rule in order else len(order)):
         by_key.setdefault(job.compute_key, []).append(job)
     rows = [f"{'stage':<20} {'jobs':>5} {'GPUs/job':>8} {'runtime h':>9} {'estimate h':>10} {'submits':>7} "
             f"{'requested GPU-h':>15} {'estimated GPU-h':>15}"]
@@ -327,6 +328,24 @@ def dag_edges(configfiles: list[Path], profile: str, without_apptainer: bool) ->
     """The planned DAG (`snakemake --d3dag`): job id -> rule, and (before, after) job id pairs."""
     dag = json.loads(snakemake_plan(configfiles, profile, without_apptainer, "--d3dag"))
     return {node["id"]: node["value"]["rule"] for node in dag["nodes"]}, [(e["u"], e["v"]) for e in dag["edges"]]
+
+
+def rule_order(rules: dict[int, str], edges: list) -> list[str]:
+    """The rules in the order their last jobs can run (a topological order of the DAG): evaluation, which
+    follows every model, comes after the training stages."""
+    waits_for = dict.fromkeys(rules, 0)
+    for _, then in edges:
+        waits_for[then] += 1
+    ready, order = sorted(job for job, count in waits_for.items() if count == 0), []
+    while ready:
+        job = ready.pop(0)
+        order.append(rules[job])
+        for before, then in edges:
+            if before == job:
+                waits_for[then] -= 1
+                if waits_for[then] == 0:
+                    ready.append(then)
+    return list(dict.fromkeys(reversed(order)))[::-1]
 
 
 def critical_path(rules: dict[int, str], edges: list, hours_of_rule: dict[str, float]) -> tuple[float, list[str]]:
@@ -384,10 +403,11 @@ def main(argv=None) -> int:
     jobs = planned_jobs(snakemake_plan(*plan_args))
     problems += partition_problems(jobs, slurm_partitions())
 
-    rows, retry_problems = gpu_hours_table(jobs, config, int(profile.get("retries", 0)))
+    dag = dag_edges(*plan_args)
+    rows, retry_problems = gpu_hours_table(jobs, config, int(profile.get("retries", 0)), rule_order(*dag))
     problems += retry_problems
     hours_of_rule = {job.rule: job_wall_hours(compute_settings(config, job.compute_key)) or 0.0 for job in jobs}
-    hours, path = critical_path(*dag_edges(*plan_args), hours_of_rule)
+    hours, path = critical_path(*dag, hours_of_rule)
     print(f"preflight: {' + '.join(map(str, args.configfile))} with {profile_file}")
     print(f"GPU-hours: requested = jobs x GPUs x runtime x submits (what Slurm reserves); estimated = jobs x "
           f"compute.<stage>.estimated_gpu_hours (on {REFERENCE_GPU}) / gpu_speed; estimate h = one job's wall time")
