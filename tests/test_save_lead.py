@@ -5,6 +5,7 @@ import math
 import yaml
 from transformers import AutoModelForCausalLM
 
+from stages.config_checks import job_wall_hours
 from stages.save_lead import BYTES_PER_PARAMETER, SLURM_SLACK_S, parameter_count, save_lead_s, step_seconds
 from tests.snakemake_helpers import REPO, apptainer_env, planned_job_details, snakemake, write_config
 
@@ -29,8 +30,8 @@ def test_training_jobs_ask_slurm_for_an_early_signal_sized_to_their_save(tmp_pat
     done = snakemake(tmp_path, write_config(tmp_path, config), "-n", "-p", "r1_zero_branch", "--profile",
                      str(REPO / "profiles" / "slurm"), env=env)
     jobs = {job["rule"]: job for job in planned_job_details(done.stdout)}
-    compute = config["compute"]["r1_zero"]
-    step_s = compute["estimated_hours"] * 3600 / config["r1_zero"]["max_steps"]
+    compute = {**config["compute"]["default"], **config["compute"]["r1_zero"]}
+    step_s = job_wall_hours(compute) * 3600 / config["r1_zero"]["max_steps"]  # 80 GPU-h over 8 GPUs
     lead = math.ceil(step_s + parameter_count(tiny_model_dir) * BYTES_PER_PARAMETER / 1e9 + SLURM_SLACK_S)
     assert jobs["r1_zero"]["resources"]["slurm_extra"] == f"--signal=TERM@{lead}"
     assert f"--stop_grace_s {lead} --" in jobs["r1_zero"]["shell"]

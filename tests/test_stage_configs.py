@@ -67,8 +67,8 @@ def test_each_schema_section_has_exactly_its_stage_config_s_keys_and_types(path)
         spec = resolved(spec, root)
         assert "default" not in spec, f"{path}.{key}: defaults live in {config_class.__name__} only"
         python_type = typing.get_origin(hints[key]) or hints[key]
-        if key == "trainer_args":
-            assert spec["type"] == "object" and python_type is str  # a mapping, carried as one JSON flag
+        if spec["type"] == "object":  # trainer_args, samples_per_set: a mapping, carried as one JSON flag
+            assert python_type is str, f"{path}.{key}: a mapping is one JSON flag, a str field"
         else:
             assert spec["type"] == JSON_TYPES[python_type], f"{path}.{key}: {spec['type']} vs {hints[key]}"
         for value in spec.get("enum", []):  # every allowed value is one the stage accepts
