@@ -17,7 +17,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from stages.data.arithmetic import random_fact  # noqa: E402
+from stages.data.arithmetic import random_fact
 
 
 def main():

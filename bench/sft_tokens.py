@@ -218,7 +218,7 @@ def main() -> None:
                 try:
                     result = run_mode(name, dataset, tokenizer, model_config, args, Path(workdir) / str(round_index),
                                       batch)
-                except Exception as error:  # noqa: BLE001  a mode TRL refuses is reported, not fatal
+                except Exception as error:  # a mode TRL refuses is reported, not fatal
                     print(f"{name}: not run: {type(error).__name__}: {error}")
                     runs[name] = []
                     continue

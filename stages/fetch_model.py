@@ -21,8 +21,8 @@ class FetchModelConfig:
 
 
 def main(argv=None):
-    from huggingface_hub import snapshot_download  # noqa: PLC0415
-    from transformers import AutoConfig, AutoTokenizer  # noqa: PLC0415
+    from huggingface_hub import snapshot_download
+    from transformers import AutoConfig, AutoTokenizer
 
     config = parse_config(FetchModelConfig, argv)
     print_config(config)

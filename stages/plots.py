@@ -5,7 +5,7 @@ import io
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 RL_PANELS = (  # (title, metrics.jsonl keys plotted together)
     ("reward (weighted sum of the stage's rewards)", ("reward",)),

@@ -17,14 +17,14 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 
 
 def model_problems(path: Path, reward_model: bool) -> list[str]:
-    from transformers import AutoConfig  # noqa: PLC0415  only when a config brings artifacts
+    from transformers import AutoConfig  # only when a config brings artifacts
 
     problems = []
     if not (path / "config.json").is_file():
         return ["no config.json (not a Hugging Face model directory)"]
     try:
         config = AutoConfig.from_pretrained(path)
-    except Exception as error:  # noqa: BLE001  any failure to load is the message
+    except Exception as error:  # any failure to load is the message
         return [f"config.json does not load: {error}"]
     if not any(next(path.glob(pattern), None) for pattern in WEIGHT_PATTERNS):
         problems.append(f"no weights ({' or '.join(WEIGHT_PATTERNS)})")
@@ -44,7 +44,7 @@ def data_problems(path: Path, filename: str) -> list[str]:
         return [f"no {filename}"]
     try:
         columns = pq.read_schema(table_path).names
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         return [f"{filename} is not a parquet file: {error}"]
     missing = [name for name in SCHEMAS["sft"].names if name not in columns]
     return [f"{filename} lacks column(s) {missing} (has {columns})"] if missing else []

@@ -99,7 +99,7 @@ class PrepareConfig:
 
 def load_source(source: dict):
     """The source's rows as a `datasets.Dataset`: a hub id, a local directory or a parquet file."""
-    from datasets import load_dataset  # noqa: PLC0415  heavy import, only when preparing
+    from datasets import load_dataset  # heavy import, only when preparing
 
     path, split = source["path"], source.get("split", "train")
     if path.endswith(".parquet"):
@@ -140,7 +140,7 @@ def gold_answer(value, from_boxed: bool) -> str:
 def parses_as_answer(answer: str) -> bool:
     """Whether math-verify finds an answer in the gold string (a letter or a word counts). Its parse
     returns [value, string] on success and only the string when nothing parsed."""
-    from math_verify import parse  # noqa: PLC0415
+    from math_verify import parse
 
     return len(parse(answer if "$" in answer or "\\(" in answer else f"${answer}$", parsing_timeout=5)) > 1
 

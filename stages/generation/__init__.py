@@ -48,7 +48,7 @@ class BackendOptions:
 
 def model_context(model_path: str) -> int | None:
     """The longest sequence the model is built for (its config's max_position_embeddings)."""
-    from transformers import AutoConfig  # noqa: PLC0415
+    from transformers import AutoConfig
 
     return getattr(AutoConfig.from_pretrained(model_path), "max_position_embeddings", None)
 

