@@ -229,13 +229,11 @@ def cross_field_errors(config: dict) -> list[str]:
         errors.append("base.sft: per-model SFT settings are for distillation students only")
     evaluation = config.get("evaluation", {})
     sets = set(evaluation.get("sets", {}))
-    for name in sorted(set(evaluation.get("settings", {}).get("samples_per_set", {})) - sets):
-        errors.append(f"evaluation.settings.samples_per_set.{name}: no such set in evaluation.sets "
-                      f"(has {sorted(sets)})")
-    for name, spec in evaluation.get("published", {}).items():
-        for set_name in sorted(set(spec.get("reported", {})) - sets):
-            errors.append(f"evaluation.published.{name}.reported.{set_name}: no such set in evaluation.sets "
-                          f"(has {sorted(sets)})")
+    by_set = {"evaluation.settings.samples_per_set": evaluation.get("settings", {}).get("samples_per_set", {}),
+              **{f"evaluation.published.{name}.reported": spec.get("reported", {})
+                 for name, spec in evaluation.get("published", {}).items()}}
+    errors += [f"{where}.{name}: no such set in evaluation.sets (has {sorted(sets)})"
+               for where, mapping in by_set.items() for name in sorted(set(mapping) - sets)]
     for model in config.get("evaluation", {}).get("models", []):
         student = model.partition("_")[2] if model.startswith(("distill_", "student_")) else None
         if student is not None and student not in students:

@@ -330,44 +330,42 @@ def dag_edges(configfiles: list[Path], profile: str, without_apptainer: bool) ->
     return {node["id"]: node["value"]["rule"] for node in dag["nodes"]}, [(e["u"], e["v"]) for e in dag["edges"]]
 
 
-def rule_order(rules: dict[int, str], edges: list) -> list[str]:
-    """The rules in the order their last jobs can run (a topological order of the DAG): evaluation, which
-    follows every model, comes after the training stages."""
-    waits_for = dict.fromkeys(rules, 0)
-    for _, then in edges:
-        waits_for[then] += 1
-    ready, order = sorted(job for job, count in waits_for.items() if count == 0), []
-    while ready:
-        job = ready.pop(0)
-        order.append(rules[job])
-        for before, then in edges:
-            if before == job:
-                waits_for[then] -= 1
-                if waits_for[then] == 0:
-                    ready.append(then)
-    return list(dict.fromkeys(reversed(order)))[::-1]
-
-
-def critical_path(rules: dict[int, str], edges: list, hours_of_rule: dict[str, float]) -> tuple[float, list[str]]:
-    """The longest chain of expected wall times through the DAG (jobs of one rule in parallel count once):
-    the least time the run takes with no queue wait, and the rules along it."""
+def topological_jobs(rules: dict[int, str], edges: list) -> tuple[list[int], dict[int, list[int]]]:
+    """The jobs in an order where each comes after every job it waits for, and each job's followers."""
     after: dict[int, list[int]] = {job: [] for job in rules}
     waits_for = dict.fromkeys(rules, 0)
     for before, then in edges:
         after[before].append(then)
         waits_for[then] += 1
-    ready = [job for job, count in waits_for.items() if count == 0]
-    finish = {job: (hours_of_rule.get(rules[job], 0.0), [rules[job]]) for job in ready}
+    ready, order = sorted(job for job, count in waits_for.items() if count == 0), []
     while ready:
-        job = ready.pop()
+        job = ready.pop(0)
+        order.append(job)
         for then in after[job]:
-            hours, path = finish[job]
-            candidate = (hours + hours_of_rule.get(rules[then], 0.0), path + [rules[then]])
-            if then not in finish or candidate[0] > finish[then][0]:
-                finish[then] = candidate
             waits_for[then] -= 1
             if waits_for[then] == 0:
                 ready.append(then)
+    return order, after
+
+
+def rule_order(rules: dict[int, str], edges: list) -> list[str]:
+    """The rules in the order their last jobs can run (a topological order of the DAG): evaluation, which
+    follows every model, comes after the training stages."""
+    order, _ = topological_jobs(rules, edges)
+    return list(dict.fromkeys(rules[job] for job in reversed(order)))[::-1]
+
+
+def critical_path(rules: dict[int, str], edges: list, hours_of_rule: dict[str, float]) -> tuple[float, list[str]]:
+    """The longest chain of expected wall times through the DAG (jobs of one rule in parallel count once):
+    the least time the run takes with no queue wait, and the rules along it."""
+    order, after = topological_jobs(rules, edges)
+    finish = {job: (hours_of_rule.get(rules[job], 0.0), [rules[job]]) for job in order}
+    for job in order:  # every job's predecessors are final before it passes its own finish on
+        hours, path = finish[job]
+        for then in after[job]:
+            candidate = (hours + hours_of_rule.get(rules[then], 0.0), path + [rules[then]])
+            if candidate[0] > finish[then][0]:
+                finish[then] = candidate
     hours, path = max(finish.values(), key=lambda item: item[0], default=(0.0, []))
     return hours, [rule for rule in path if hours_of_rule.get(rule)]
 
