@@ -137,7 +137,7 @@ def test_a_training_that_ends_short_of_its_last_step_is_not_published():
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def test_a_work_dir_that_a_live_job_still_trains_in_is_refused(tmp_path, monkeypatch):
+def test_a_work_dir_that_a_live_process_still_trains_in_is_refused(tmp_path, monkeypatch):
     """A controller that died leaves its jobs running; the next controller's trainer must not write the same
     checkpoints (NeMo-RL#1624's kind of silent replay)."""
     import pytest
@@ -156,16 +156,4 @@ def test_a_work_dir_that_a_live_job_still_trains_in_is_refused(tmp_path, monkeyp
     orphan.wait()
     claim_work_dir(str(work), fingerprint)  # gone: the directory is this run's
     assert json.loads((work / OWNER).read_text())["pid"] == os.getpid()
-
-    # an orphaned Slurm job, as squeue reports it
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "squeue").write_text("#!/bin/sh\necho \"$R1_FAKE_SQUEUE\"\n")
-    (fake / "squeue").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
-    (work / OWNER).write_text(json.dumps({"host": "n7", "pid": 1, "started": "1", "slurm_job_id": "4242"}))
-    monkeypatch.setenv("R1_FAKE_SQUEUE", "RUNNING")
-    with pytest.raises(RuntimeError, match=r"in use by Slurm job 4242 \(running\).*`scancel 4242`"):
-        claim_work_dir(str(work), fingerprint)
-    monkeypatch.setenv("R1_FAKE_SQUEUE", "")  # finished: squeue no longer lists it
-    claim_work_dir(str(work), fingerprint)
+    # a Slurm job as the owner: tests/test_slurm.py, on the real test cluster

@@ -15,9 +15,11 @@ import pytest
 import yaml
 
 from tests.snakemake_helpers import (
+    ACCOUNT,
     CLUSTER_PATH,
     FAST,
     IMAGE_PYTHON,
+    PARTITION,
     REPO,
     TINY,
     apptainer_env,
@@ -141,3 +143,28 @@ def test_the_fast_dag_runs_as_slurm_jobs_with_the_resources_its_config_asks(clus
     manifests = list((tmp_path / "results" / "tiny").glob("**/manifest.json"))
     assert len(manifests) > 10
     assert {json.loads(m.read_text())["python"].removesuffix("3") for m in manifests} == {IMAGE_PYTHON}
+
+
+def test_a_work_dir_whose_slurm_job_still_runs_is_refused(cluster, tmp_path, monkeypatch):
+    """An orphan of a dead controller: the job that claimed a stage's work directory still runs on the cluster;
+    the next trainer refuses the directory until the job has ended (squeue no longer lists it active)."""
+    from stages.training import OWNER, claim_work_dir
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    job = subprocess.run(["sbatch", "--parsable", "--partition", PARTITION, "--account", ACCOUNT, "--time", "5",
+                          "--output", "/dev/null", "--wrap", "sleep 300"], capture_output=True, text=True,
+                         check=True).stdout.strip().split(";")[0]
+    work, fingerprint = tmp_path / "stage.work", {"config": {"lr": 1}}
+    work.mkdir()
+    (work / OWNER).write_text(json.dumps({"host": "n1", "pid": 1, "started": "1", "slurm_job_id": job}))
+    try:
+        with pytest.raises(RuntimeError, match=rf"in use by Slurm job {job} \((pending|running)\).*`scancel {job}`"):
+            claim_work_dir(str(work), fingerprint)
+    finally:
+        subprocess.run(["scancel", job], check=True)
+    deadline = time.time() + 60
+    while subprocess.run(["squeue", "--noheader", "--jobs", job], capture_output=True, text=True).stdout.strip() \
+            and time.time() < deadline:
+        time.sleep(1)
+    claim_work_dir(str(work), fingerprint)  # ended: the directory is this run's
+    assert json.loads((work / OWNER).read_text())["slurm_job_id"] == ""
