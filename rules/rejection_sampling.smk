@@ -54,7 +54,7 @@ rule rejection_sampling:
     container:
         container_image("rejection_sampling")
     shell:
-        "python -m stages.rejection_sampling --shards {input.shards} --general_data {input.general}"
+        "python -m stages.rejection_sampling --stage rejection_sampling --shards {input.shards} --general_data {input.general}"
         " --targets {params.targets} --template {params.template} --language {params.language}"
         " --output_dir {output} --work_dir {params.work} --seed {params.seed}"
         " {params.args} {params.judge} > {log} 2>&1"
@@ -110,6 +110,6 @@ if COLD_START_SOURCE == "r1_zero":
         container:
             container_image(STAGES["cold_start_data"].compute)
         shell:
-            "python -m stages.rejection_sampling --shards {input.samples} --targets {params.targets}"
+            "python -m stages.rejection_sampling --stage cold_start_data --shards {input.samples} --targets {params.targets}"
             " --template {params.template} --language {params.language} --output_dir {output}"
             " --work_dir {params.work} --seed {params.seed} {params.args} > {log} 2>&1"

@@ -27,11 +27,11 @@ from stages.tokenizer import END_OF_TEXT, stop_token_ids, train_tokenizer
 from stages.training import (
     StopOnSignal,
     claim_work_dir,
-    common_trainer_args,
     log_progress,
     resume_checkpoint,
     run_fingerprint,
     save_model_for_publication,
+    workflow_trainer_defaults,
     write_training_metrics,
 )
 
@@ -102,8 +102,8 @@ def main(argv=None):
     args = TrainingArguments(
         per_device_train_batch_size=config.batch_size, learning_rate=config.learning_rate,
         max_steps=config.max_steps, warmup_steps=config.warmup_steps, lr_scheduler_type="cosine",
-        weight_decay=0.1, **common_trainer_args(config.work_dir, config.seed, config.save_steps,
-                                               config.logging_steps))
+        weight_decay=0.1, output_dir=config.work_dir, seed=config.seed, save_steps=config.save_steps,
+        logging_steps=config.logging_steps, **workflow_trainer_defaults())
     collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)
     stop = StopOnSignal()
     trainer = Trainer(model=model, args=args, train_dataset=blocks, data_collator=collator,

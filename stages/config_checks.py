@@ -13,11 +13,20 @@ from stages.configs import (
     GRPOStageConfig,
     RewardModelStageConfig,
     SFTStageConfig,
-    default_of,
     trainer_arg_problems,
     trl_field_names,
 )
-from stages.recipe import LAUNCHABLE, REWARD_MODEL_KINDS, STAGES, stages_of_kind
+from stages.recipe import (
+    LAUNCHABLE,
+    REWARD_MODEL_KINDS,
+    STAGES,
+    brought,
+    compute_keys,
+    evaluable,
+    required_sections,
+    stages_of_kind,
+)
+from stages.rewards.registry import REWARDS
 
 GRPO_SECTIONS = stages_of_kind("grpo")
 TRAINER_CONFIGS = {"grpo": GRPOStageConfig, "sft": SFTStageConfig, "reward_model": RewardModelStageConfig}
@@ -101,6 +110,19 @@ def renamed_key_errors(config: dict) -> list[str]:
     return errors
 
 
+def load_schema(schema_path: Path = SCHEMA) -> dict:
+    """The config schema, its lists of stages and rewards filled from their one source each: the stage table
+    (stages/recipe.py) and the reward registry (stages/rewards/registry.py)."""
+    schema = yaml.safe_load(schema_path.read_text())
+    properties = schema["properties"]
+    schema["required"] = [*schema["required"], *required_sections()]
+    properties["start_from"]["propertyNames"]["enum"] = sorted(brought())
+    properties["compute"]["properties"] = {key: {"$ref": "#/$defs/compute"} for key in compute_keys()}
+    properties["evaluation"]["properties"]["models"]["items"]["anyOf"][0]["enum"] = list(evaluable())
+    schema["$defs"]["grpo"]["properties"]["rewards"]["items"]["enum"] = list(REWARDS)
+    return schema
+
+
 def schema_errors(config: dict, schema_path: Path = SCHEMA) -> list[str]:
     """One short line per schema violation, sorted by key; a config missing most top-level sections
     is a partial one, and gets one line on layering it instead of a line per section. A key renamed
@@ -108,7 +130,7 @@ def schema_errors(config: dict, schema_path: Path = SCHEMA) -> list[str]:
     renamed = renamed_key_errors(config)
     if renamed:
         return renamed
-    schema = yaml.safe_load(schema_path.read_text())
+    schema = load_schema(schema_path)
     errors = sorted(Draft202012Validator(schema).iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     missing = [e for e in errors if e.validator == "required" and not e.absolute_path]
     missing_sections = [name for name in schema.get("required", []) if name not in config]
@@ -208,22 +230,11 @@ def cross_field_errors(config: dict) -> list[str]:
     if "general" in settings_at(config, "cold_start_data").get("targets", {}):
         errors.append("cold_start_data.targets.general: the cold start is R1-Zero's reasoning samples only; "
                       "remove the key (general rows come with rejection_sampling.targets)")
+    batch_keys = ("rewards", "reward_weights", "questions_per_step", "num_generations", "gradient_accumulation_steps")
     for section in GRPO_SECTIONS:
-        grpo = config.get(section, {})
-        rewards = grpo.get("rewards", default_of(GRPOStageConfig, "rewards"))
-        weights = grpo.get("reward_weights", default_of(GRPOStageConfig, "reward_weights"))
-        if len(weights) != len(rewards):
-            errors.append(f"{section}.reward_weights has {len(weights)} value(s) but {section}.rewards names "
-                          f"{len(rewards)}: {rewards}")
-        completions = (grpo.get("questions_per_step", default_of(GRPOStageConfig, "questions_per_step"))
-                       * grpo.get("num_generations", default_of(GRPOStageConfig, "num_generations")))
-        accumulation = grpo.get("gradient_accumulation_steps",
-                                default_of(GRPOStageConfig, "gradient_accumulation_steps"))
-        world = training_world_size(config, section)
-        if completions % (accumulation * world):
-            errors.append(f"{section}: questions_per_step x num_generations = {completions} completions per step "
-                          f"do not split over {world} training GPU(s) x gradient_accumulation_steps = "
-                          f"{accumulation} micro-batches")
+        grpo = GRPOStageConfig(model_path="", train_data=[], output_dir="",
+                               **{key: value for key, value in config.get(section, {}).items() if key in batch_keys})
+        errors += grpo.problems(training_world_size(config, section), prefix=f"{section}.")
     students = config.get("distill", {}).get("students", {})
     if "sft" in config.get("base", {}):
         errors.append("base.sft: per-model SFT settings are for distillation students only")

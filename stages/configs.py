@@ -15,6 +15,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import ClassVar
 
 from stages.recipe import REWARD_MODEL_KINDS
+from stages.rewards.registry import REWARDS
 from stages.templates import TEMPLATES
 
 TRACKERS = ("tensorboard", "wandb", "trackio")
@@ -80,12 +81,26 @@ WORKFLOW_OWNED = {
 }
 
 
+# TRL fields every training stage computes from its own keys: TRL's output_dir holds the checkpoints (the
+# stage's output_dir is the published model), tracking goes through `tracking_args`, no DeepSpeed is None.
+COMMON_TRANSLATED = {"output_dir": ("work_dir",), "report_to": ("report_to", "tensorboard_dir"),
+                     "run_name": ("run_name",), "project": ("project",), "deepspeed": ("deepspeed",)}
+# Keys every training stage reads itself and no TRL field takes (output_dir: where it publishes the model).
+COMMON_STAGE_ONLY = frozenset({"model_path", "output_dir", "trainer_args", "attn_implementation"})
+
+
 @dataclass(kw_only=True)
 class TrainerPassThrough:
-    """TRL's other knobs, by TRL's own names (`trainer_args` in a training section)."""
+    """How a stage config reaches TRL's config: every field TRL's class also has goes by its name, except
+    the TRANSLATED ones, which the stage computes by hand from the keys named; STAGE_ONLY fields reach no
+    TRL field; TRAINER_DEFAULTS are the workflow's choices where TRL's default differs; then TRL's other
+    knobs by TRL's own names (`trainer_args` in a training section). `reach_problems` holds the four
+    together (a test runs it), so a field that reaches nothing, or a TRL rename, fails loudly."""
 
     TRL_CONFIG: ClassVar[str]  # the TRL config class the stage builds
-    TRANSLATED: ClassVar[dict[str, str]] = {}  # TRL field -> the stage's key that sets it
+    TRANSLATED: ClassVar[dict[str, tuple[str, ...]]]  # TRL field -> the stage's keys it is computed from
+    STAGE_ONLY: ClassVar[frozenset[str]]
+    TRAINER_DEFAULTS: ClassVar[dict] = {}  # trainer_args may still set these
 
     trainer_args: str = field(default="{}", metadata={
         "help": "JSON object of further TRL config fields, passed to the trainer as given "
@@ -103,6 +118,42 @@ class TrainerPassThrough:
         if problems:
             raise ValueError("; ".join(problems))
         return overrides
+
+    def trainer_kwargs(self, workflow_defaults: dict, translated: dict) -> dict:
+        """TRL config arguments, later ones winning: `workflow_defaults` (the trainer's CPU-safe settings), this
+        stage's TRAINER_DEFAULTS, every field TRL also has by its name, the translated fields (the stage's hand
+        code computes `translated`; the common ones are here), then `trainer_args`."""
+        translated = self.common_translated() | translated
+        undeclared = sorted(set(translated) - set(self.TRANSLATED))
+        if undeclared:
+            raise TypeError(f"{type(self).__name__} computes {undeclared} without declaring them in TRANSLATED")
+        by_name = {name: getattr(self, name) for name in by_name_fields(type(self), trl_field_names(type(self)))}
+        return workflow_defaults | self.TRAINER_DEFAULTS | by_name | translated | self.trainer_overrides()
+
+    def common_translated(self) -> dict:
+        return {"output_dir": self.work_dir, "deepspeed": self.deepspeed or None,
+                **self.tracking_args(self.output_dir)}
+
+
+def by_name_fields(config_class, trl_fields: set[str]) -> list[str]:
+    """The stage config's fields that go to TRL's config as they are, under the same name."""
+    return [f.name for f in fields(config_class) if f.name in trl_fields and f.name not in config_class.TRANSLATED]
+
+
+def reach_problems(config_class, trl_fields: set[str]) -> list[str]:
+    """Where TRL's fields ∪ TRANSLATED's keys ∪ STAGE_ONLY do not partition the stage config's fields."""
+    own = {f.name for f in fields(config_class)}
+    sources = {key for keys in config_class.TRANSLATED.values() for key in keys}
+    reached = set(by_name_fields(config_class, trl_fields)) | sources | config_class.STAGE_ONLY
+    name, trl = config_class.__name__, config_class.TRL_CONFIG
+    return ([f"{name}.{key} reaches no field of TRL's {trl}: pass it by TRL's name, compute a TRANSLATED field "
+             "from it, or declare it STAGE_ONLY" for key in sorted(own - reached)]
+            + [f"{name}.TRANSLATED names {key}, no field of TRL's {trl} (renamed?)"
+               for key in sorted(set(config_class.TRANSLATED) - trl_fields)]
+            + [f"{name}.STAGE_ONLY names {key}, a field of TRL's {trl}: it would go there by name"
+               for key in sorted(config_class.STAGE_ONLY & trl_fields - set(config_class.TRANSLATED))]
+            + [f"{name}: {key} (TRANSLATED or STAGE_ONLY) is no field of the stage config"
+               for key in sorted((sources | config_class.STAGE_ONLY) - own)])
 
 
 def trl_field_names(config_class) -> set[str]:
@@ -123,11 +174,11 @@ def trainer_arg_problems(config_class, overrides: dict, trl_fields: set[str], se
     for key in overrides:
         if key in WORKFLOW_OWNED:
             problems.append(f"{where}.{key}: set by the workflow from {WORKFLOW_OWNED[key]}")
-        elif key in config_class.TRANSLATED:
-            problems.append(f"{where}.{key}: the stage derives it from {own_key(config_class.TRANSLATED[key])}; "
-                            "set that instead")
         elif key in own:
             problems.append(f"{where}.{key}: the stage has its own key for it: set {own_key(key)} instead")
+        elif key in config_class.TRANSLATED:
+            sources = ", ".join(own_key(source) for source in config_class.TRANSLATED[key])
+            problems.append(f"{where}.{key}: the stage derives it from {sources}; set that instead")
         elif key not in trl_fields:
             close = difflib.get_close_matches(key, sorted(trl_fields), n=1, cutoff=0.6)
             hint = f"did you mean '{close[0]}'?" if close else "see its fields in TRL's documentation"
@@ -144,7 +195,9 @@ def default_of(config_class, name: str):
 @dataclass
 class SFTStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
     TRL_CONFIG = "SFTConfig"
-    TRANSLATED = {"lr_scheduler_kwargs": "min_lr_rate", "warmup_steps": "warmup_ratio"}
+    TRANSLATED = COMMON_TRANSLATED | {"lr_scheduler_kwargs": ("min_lr_rate", "lr_scheduler_type"),
+                                      "warmup_steps": ("warmup_ratio",)}
+    STAGE_ONLY = COMMON_STAGE_ONLY | {"train_data", "stage"}
 
     model_path: str = field(metadata={"help": "Initial model: the base model (paper), or any checkpoint."})
     train_data: list[str] = field(metadata={"help": "Parquet files of conversations (`messages` column)."})
@@ -180,9 +233,17 @@ class SFTStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
 @dataclass
 class GRPOStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
     TRL_CONFIG = "GRPOConfig"
-    TRANSLATED = {"per_device_train_batch_size": "questions_per_step", "sync_ref_model": "ref_model_sync_steps",
-                  "ref_model_mixup_alpha": "ref_model_sync_steps", "generation_kwargs": "template",
-                  "shuffle_dataset": "general_data"}
+    TRANSLATED = COMMON_TRANSLATED | {
+        "per_device_train_batch_size": ("questions_per_step", "num_generations", "gradient_accumulation_steps"),
+        "sync_ref_model": ("beta", "ref_model_sync_steps"), "ref_model_sync_steps": ("ref_model_sync_steps",),
+        "ref_model_mixup_alpha": ("ref_model_sync_steps",), "generation_kwargs": ("template",),
+        "shuffle_dataset": ("general_data",), "epsilon_high": ("epsilon_high",),
+        "vllm_server_host": ("vllm_server_host",)}
+    STAGE_ONLY = COMMON_STAGE_ONLY | {
+        "train_data", "stage", "template", "rewards", "language", "max_prompt_length", "max_prompts",
+        "overlong_buffer", "code_scoring", "code_timeout_s", "allow_rlimit_only", "general_data",
+        "helpful_reward_model", "harmless_reward_model", "general_phase_fraction", "general_share"}
+    TRAINER_DEFAULTS = {"lr_scheduler_type": "constant", "warmup_steps": 0}  # the paper's constant rate
 
     model_path: str = field(metadata={"help": "Policy to start from: the base model (R1-Zero) or Dev1 "
                                               "(reasoning RL)."})
@@ -195,8 +256,7 @@ class GRPOStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
     template: str = field(default="chat", metadata={"help": "Prompt template and response format, "
                                                             f"one of {TEMPLATES}."})
     rewards: list[str] = field(default_factory=lambda: ["accuracy", "format"],
-                               metadata={"help": "accuracy, code, format, tag_count, language, overlong; "
-                                                 "final RL also helpful_rm, harmless_rm. "
+                               metadata={"help": f"Of {', '.join(REWARDS)} (the reward models': final RL). "
                                                  "A row is scored by accuracy (gold answer) or code (tests)."})
     reward_weights: list[float] = field(default_factory=lambda: [1.0, 1.0],
                                         metadata={"help": "One per reward. Paper: accuracy and format equal."})
@@ -262,25 +322,37 @@ class GRPOStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
 
     def __post_init__(self):
         self.work_dir = self.work_dir or f"{self.output_dir}.work"
-        if len(self.reward_weights) != len(self.rewards):
-            raise ValueError(f"reward_weights has {len(self.reward_weights)} value(s) for {len(self.rewards)} "
-                             f"reward(s) {self.rewards}")
         if self.template not in TEMPLATES:
             raise ValueError(f"template must be one of {TEMPLATES}, got {self.template!r}")
 
+    def problems(self, world_size: int | None = None, prefix: str = "") -> list[str]:
+        """What the stage cannot run with: a weight per reward and, given the training processes, a step's
+        completions that split evenly into micro-batches. `prefix` names the config section (the checks)."""
+        problems = []
+        if len(self.reward_weights) != len(self.rewards):
+            problems.append(f"{prefix}reward_weights has {len(self.reward_weights)} value(s) but {prefix}rewards "
+                            f"names {len(self.rewards)}: {self.rewards}")
+        completions = self.questions_per_step * self.num_generations
+        if world_size is not None and completions % (world_size * self.gradient_accumulation_steps):
+            problems.append(f"{prefix}questions_per_step x num_generations = {completions} completions per step do "
+                            f"not split over {world_size} training process(es) x gradient_accumulation_steps = "
+                            f"{self.gradient_accumulation_steps} micro-batches")
+        return problems
+
     def per_device_batch_size(self, world_size: int) -> int:
         """TRL counts completions per device per micro-batch; the paper counts questions per step."""
-        completions = self.questions_per_step * self.num_generations
-        if completions % (world_size * self.gradient_accumulation_steps):
-            raise ValueError(f"questions_per_step * num_generations = {completions} completions per step do not split "
-                             f"over {world_size} process(es) x gradient_accumulation_steps "
-                             f"{self.gradient_accumulation_steps}")
-        return completions // (world_size * self.gradient_accumulation_steps)
+        problems = self.problems(world_size)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self.questions_per_step * self.num_generations // (world_size * self.gradient_accumulation_steps)
 
 
 @dataclass
 class RewardModelStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
     TRL_CONFIG = "RewardConfig"
+    TRANSLATED = COMMON_TRANSLATED | {"center_rewards_coefficient": ("center_rewards_coefficient",)}
+    STAGE_ONLY = COMMON_STAGE_ONLY | {"kind", "data"}
+    TRAINER_DEFAULTS = {"lr_scheduler_type": "cosine", "warmup_steps": 0.05}
 
     kind: str = field(metadata={"help": f"One of {REWARD_MODEL_KINDS}."})
     model_path: str = field(metadata={"help": "Initial checkpoint (a sequence-classification head is added)."})

@@ -26,18 +26,19 @@ from stages.data.schema import read_table
 from stages.plots import plot_training_curves
 from stages.rewards.functions import Accuracy, RewardSettings, build_reward_functions
 from stages.rewards.grading import gold_problem
+from stages.rewards.registry import MODEL_REWARDS, REWARDS, RULE_REWARDS
 from stages.templates import ResponseFormat, response_format
 from stages.tokenizer import split_stop_strings, stop_token_ids
 from stages.training import (
     StopOnSignal,
     claim_work_dir,
-    common_trainer_args,
     log_progress,
     process_device,
     refuse_data_parallel,
     resume_checkpoint,
     run_fingerprint,
     save_model_for_publication,
+    workflow_trainer_defaults,
     write_training_metrics,
 )
 
@@ -102,19 +103,18 @@ def phased_prompts(reasoning: list[dict], general: list[dict], max_steps: int, q
 
 
 def build_rewards(config: "GRPOStageConfig", settings: RewardSettings) -> list:
-    """Rule rewards by name, and the reward models for `helpful_rm` / `harmless_rm`, in config order."""
-    model_paths = {"helpful_rm": config.helpful_reward_model, "harmless_rm": config.harmless_reward_model}
-    missing = [name for name in config.rewards if name in model_paths and not model_paths[name]]
+    """The rewards the config names (stages.rewards.registry), in its order: rule rewards, and reward models
+    from the stage keys that name them."""
+    model_of = {name: getattr(config, REWARDS[name].model_key) for name in config.rewards if name in MODEL_REWARDS}
+    missing = [name for name, path in model_of.items() if not path]
     if missing:
-        raise ValueError(f"reward(s) {missing} need --{missing[0].replace('_rm', '')}_reward_model")
-    rule_names = [name for name in config.rewards if name not in model_paths]
-    by_name = {f.__name__: f for f in build_reward_functions(rule_names, settings)}
-    if any(name in model_paths for name in config.rewards):
+        raise ValueError(f"reward(s) {missing} need --{REWARDS[missing[0]].model_key}")
+    by_name = {f.__name__: f for f in build_reward_functions([n for n in config.rewards if n in RULE_REWARDS],
+                                                              settings)}
+    if model_of:
         from stages.rewards.model_rewards import build_model_rewards
 
-        wanted = {name: path for name, path in model_paths.items() if name in config.rewards}
-        by_name.update({f.__name__: f for f in build_model_rewards(wanted.get("helpful_rm", ""),
-                                                                   wanted.get("harmless_rm", ""), process_device())})
+        by_name.update({f.__name__: f for f in build_model_rewards(model_of, process_device())})
     return [by_name[name] for name in config.rewards]
 
 
@@ -196,30 +196,18 @@ def stop_settings(tokenizer, fmt: ResponseFormat, use_vllm: bool) -> tuple[list[
 
 
 def trainer_arguments(config: GRPOStageConfig, world_size: int, vllm_stop: dict) -> GRPOConfig:
-    """TRL's GRPOConfig from the stage's keys (the paper's questions per step become completions per
-    device), the template's stop settings and the workflow's CPU-safe defaults, then `trainer_args`."""
-    stage_args = dict(
-        learning_rate=config.learning_rate, beta=config.beta, epsilon=config.epsilon,
-        epsilon_high=config.epsilon_high or None, importance_sampling_level=config.importance_sampling_level,
-        loss_type=config.loss_type, scale_rewards=config.scale_rewards, num_generations=config.num_generations,
-        per_device_train_batch_size=config.per_device_batch_size(world_size),
-        gradient_accumulation_steps=config.gradient_accumulation_steps, num_iterations=config.num_iterations,
-        max_completion_length=config.max_completion_length, temperature=config.temperature, top_p=config.top_p,
-        mask_truncated_completions=config.mask_truncated_completions, reward_weights=config.reward_weights,
-        sync_ref_model=config.beta > 0 and config.ref_model_sync_steps > 0,
-        ref_model_sync_steps=config.ref_model_sync_steps or 1, ref_model_mixup_alpha=1.0,
-        max_steps=config.max_steps, lr_scheduler_type="constant", warmup_steps=0,
-        shuffle_dataset=not config.general_data,  # the final RL schedule fixes the order itself
-        use_vllm=config.use_vllm, vllm_mode=config.vllm_mode,
-        vllm_server_host=config.vllm_server_host or "0.0.0.0", vllm_server_port=config.vllm_server_port,
-        vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
-        vllm_tensor_parallel_size=config.vllm_tensor_parallel_size, generation_kwargs=vllm_stop or None,
-        gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None,
-        use_liger_kernel=config.use_liger_kernel,
-        log_completions=config.log_completions,
-        **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps,
-                              config.tracking_args(config.output_dir)))
-    return GRPOConfig(**stage_args | config.trainer_overrides())
+    """TRL's GRPOConfig: the stage's keys by name, the translated ones below (the paper's questions per step
+    become completions per device; the template's stop settings), then `trainer_args`."""
+    translated = {
+        "per_device_train_batch_size": config.per_device_batch_size(world_size),
+        "sync_ref_model": config.beta > 0 and config.ref_model_sync_steps > 0,
+        "ref_model_sync_steps": config.ref_model_sync_steps or 1, "ref_model_mixup_alpha": 1.0,
+        "generation_kwargs": vllm_stop or None,
+        "shuffle_dataset": not config.general_data,  # the final RL schedule fixes the order itself
+        "epsilon_high": config.epsilon_high or None,  # 0: the same as epsilon
+        "vllm_server_host": config.vllm_server_host or "0.0.0.0",
+    }
+    return GRPOConfig(**config.trainer_kwargs(workflow_trainer_defaults(), translated))
 
 
 def main(argv=None):
@@ -228,8 +216,11 @@ def main(argv=None):
     refuse_data_parallel()
     set_seed(config.seed)
     inputs = {"model": config.model_path, **{f"train_data_{i}": p for i, p in enumerate(config.train_data)}}
-    claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    problems = config.problems(world_size)
+    if problems:
+        raise ValueError("; ".join(problems))
+    claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
     tokenizer = AutoTokenizer.from_pretrained(config.model_path)
     fmt = response_format(config.template)
     extra_stop_ids, vllm_stop = stop_settings(tokenizer, fmt, config.use_vllm)

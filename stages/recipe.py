@@ -27,6 +27,7 @@ class Stage:
     rule: str = ""  # its rule, where another stage's rule makes it (default: the name)
     compute: str = ""  # its compute key, where another stage's resources serve (default: the name)
     settings: str = ""  # the key path of its settings in the config (default: the name)
+    optional: bool = False  # a config may leave its settings out (cold start from the data set's rows)
 
     def __post_init__(self):
         for field_name in ("rule", "compute", "settings"):
@@ -37,16 +38,17 @@ STAGES = {stage.name: stage for stage in (
     Stage("base", "Base", "the base model", "stages.base_model", "pretraining", "base", template="r1_zero"),
     Stage("student", "Student {student} (undistilled)", "a student's base model ({student})", "stages.base_model",
           "pretraining", "student_{student}", template="r1_zero", rule="base", compute="base",
-          settings="distill.students.{student}"),
+          settings="distill.students.{student}", optional=True),
     Stage("r1_zero", "R1-Zero", "R1-Zero (GRPO on the base model)", "stages.grpo", "grpo", "r1_zero",
           template="r1_zero", compared_with="base", launchable=True, brought_as="policy"),
     # Where `cold_start_data.source` is r1_zero, Dev1 learns R1-Zero's own samples, filtered and rewritten
     # readable, as the paper built its cold start (Supplementary B.3.2); else the data set's cold-start rows.
     Stage("cold_start_samples", "R1-Zero's samples", "R1-Zero's samples for the cold-start data", "stages.generate",
-          "generation", "cold_start_samples", template="", compute="generate", settings="cold_start_data.generation"),
+          "generation", "cold_start_samples", template="", compute="generate", settings="cold_start_data.generation",
+          optional=True),
     Stage("cold_start_data", "Cold-start data", "the cold-start data built from R1-Zero's samples",
           "stages.rejection_sampling", "rejection_sampling", "cold_start_data", template="",
-          compute="rejection_sampling"),
+          compute="rejection_sampling", optional=True),
     Stage("cold_start_sft", "Dev1 (cold-start SFT)", "Dev1 (cold-start SFT)", "stages.sft", "sft", "cold_start_sft",
           compared_with="base", launchable=True, brought_as="policy"),
     Stage("reasoning_rl", "Dev2 (reasoning RL)", "Dev2 (reasoning-oriented RL)", "stages.grpo", "grpo",
@@ -76,10 +78,30 @@ def stages_of_kind(kind: str) -> tuple[str, ...]:
     return tuple(name for name, stage in STAGES.items() if stage.kind == kind)
 
 
+def required_sections() -> tuple[str, ...]:
+    """The config sections a config must have: every stage's, unless optional (the config schema's `required`)."""
+    return tuple(dict.fromkeys(stage.settings.partition(".")[0] for stage in STAGES.values() if not stage.optional))
+
+
+def compute_keys() -> tuple[str, ...]:
+    """`compute` keys: `default` applies to every job; `evaluate` is the evaluation job's (it makes no stage's
+    output)."""
+    return ("default", *dict.fromkeys(stage.compute for stage in STAGES.values()), "evaluate")
+
+
+def evaluable() -> tuple[str, ...]:
+    """The outputs `evaluation.models` may name: each stage's one model (students' by pattern, distill_<name>)."""
+    return tuple(stage.output for stage in STAGES.values() if stage.template and "{" not in stage.output)
+
+
+def brought() -> dict[str, str]:
+    """What `start_from` accepts: output folder -> what it must hold (one folder per reward model kind)."""
+    return {stage.output.format(kind=kind): stage.brought_as for stage in STAGES.values() if stage.brought_as
+            for kind in (REWARD_MODEL_KINDS if "{kind}" in stage.output else ("",))}
+
+
 LAUNCHABLE = tuple(stage.compute for stage in STAGES.values() if stage.launchable)
-# One output folder per reward model kind; students' outputs depend on the config.
-BROUGHT = {stage.output.format(kind=kind): stage.brought_as for stage in STAGES.values() if stage.brought_as
-           for kind in (REWARD_MODEL_KINDS if "{kind}" in stage.output else ("",))}
+BROUGHT = brought()  # students' outputs depend on the config: none is brought
 
 
 def _output_pattern(stage: Stage) -> re.Pattern:

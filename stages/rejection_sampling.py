@@ -61,6 +61,8 @@ SHARD_FIELDS = ("id", "sample", "prompt", "solution", "domain", "completion")
 class RejectionConfig:
     shards: list[str] = field(metadata={"help": "Generation shard JSONL files."})
     output_dir: str = field(metadata={"help": "Where mixture.parquet and the manifest go."})
+    stage: str = field(default="rejection_sampling", metadata={"help": "Name recorded in the manifest "
+                                                                       "(rejection_sampling, cold_start_data)."})
     targets: list[str] = field(metadata={"help": "DOMAIN=COUNT per domain; `general` is the non-reasoning share "
                                                  "(paper: ~600K reasoning + ~200K general)."})
     general_data: str = field(default="", metadata={"help": "Non-reasoning instructions (general parquet); "
@@ -577,7 +579,7 @@ def main(argv=None):
               **{f"shard_{i}": p for i, p in enumerate(config.shards)}}
     if config.judge_model:
         inputs["judge_model"] = config.judge_model
-    with staged_output(config.output_dir, "rejection_sampling", config, inputs) as (scratch, headline):
+    with staged_output(config.output_dir, config.stage, config, inputs) as (scratch, headline):
         write_mixture(scratch / MIXTURE, mixture, candidates, config.shards, response_format(config.template))
         headline.update({
             "candidates": candidates.total,

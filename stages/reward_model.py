@@ -30,12 +30,12 @@ from stages.rewards.model_rewards import REWARD_STATS, score_responses
 from stages.training import (
     StopOnSignal,
     claim_work_dir,
-    common_trainer_args,
     log_progress,
     refuse_data_parallel,
     resume_checkpoint,
     run_fingerprint,
     save_model_for_publication,
+    workflow_trainer_defaults,
     write_training_metrics,
 )
 
@@ -57,16 +57,9 @@ def pairwise_accuracy(model, tokenizer, rows: list[dict], max_length: int,
 
 
 def trainer_arguments(config: RewardModelStageConfig) -> RewardConfig:
-    """TRL's RewardConfig from the stage's keys and the workflow's CPU-safe defaults, then `trainer_args`."""
-    stage_args = dict(
-        learning_rate=config.learning_rate, num_train_epochs=config.num_train_epochs,
-        per_device_train_batch_size=config.per_device_train_batch_size,
-        gradient_accumulation_steps=config.gradient_accumulation_steps, max_length=config.max_length,
-        center_rewards_coefficient=config.center_rewards_coefficient or None, lr_scheduler_type="cosine",
-        warmup_steps=0.05, deepspeed=config.deepspeed or None, use_liger_kernel=config.use_liger_kernel,
-        **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps,
-                              config.tracking_args(config.output_dir)))
-    return RewardConfig(**stage_args | config.trainer_overrides())
+    """TRL's RewardConfig: the stage's keys by name, the translated one below, then `trainer_args`."""
+    translated = {"center_rewards_coefficient": config.center_rewards_coefficient or None}  # 0: no centring term
+    return RewardConfig(**config.trainer_kwargs(workflow_trainer_defaults(), translated))
 
 
 def main(argv=None):

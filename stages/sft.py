@@ -20,12 +20,12 @@ from stages.data.schema import read_table
 from stages.training import (
     StopOnSignal,
     claim_work_dir,
-    common_trainer_args,
     log_progress,
     refuse_data_parallel,
     resume_checkpoint,
     run_fingerprint,
     save_model_for_publication,
+    workflow_trainer_defaults,
     write_training_metrics,
 )
 
@@ -65,19 +65,12 @@ def within_length(dataset: Dataset, tokenizer, max_length: int) -> tuple[Dataset
 
 
 def trainer_arguments(config: SFTStageConfig) -> SFTConfig:
-    """TRL's SFTConfig from the stage's keys and the workflow's CPU-safe defaults, then `trainer_args`."""
-    stage_args = dict(
-        learning_rate=config.learning_rate, num_train_epochs=config.num_train_epochs, max_steps=config.max_steps,
-        per_device_train_batch_size=config.per_device_train_batch_size,
-        gradient_accumulation_steps=config.gradient_accumulation_steps, max_length=config.max_length,
-        packing=config.packing, lr_scheduler_type=config.lr_scheduler_type,
-        lr_scheduler_kwargs={"min_lr_rate": config.min_lr_rate} if "min_lr" in config.lr_scheduler_type else None,
-        warmup_steps=config.warmup_ratio, weight_decay=config.weight_decay,  # a float < 1 is a ratio
-        gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed or None,
-        use_liger_kernel=config.use_liger_kernel,
-        **common_trainer_args(config.work_dir, config.seed, config.save_steps, config.logging_steps,
-                              config.tracking_args(config.output_dir)))
-    return SFTConfig(**stage_args | config.trainer_overrides())
+    """TRL's SFTConfig: the stage's keys by name, the translated ones below, then `trainer_args`."""
+    translated = {
+        "lr_scheduler_kwargs": {"min_lr_rate": config.min_lr_rate} if "min_lr" in config.lr_scheduler_type else None,
+        "warmup_steps": config.warmup_ratio,  # a float below 1 is a ratio
+    }
+    return SFTConfig(**config.trainer_kwargs(workflow_trainer_defaults(), translated))
 
 
 def main(argv=None):

@@ -143,20 +143,16 @@ def device_defaults() -> dict:
     return {"bf16": bf16, "use_cpu": not on_gpu}
 
 
-def common_trainer_args(work_dir: str, seed: int, save_steps: int, logging_steps: int,
-                        tracking: dict | None = None) -> dict:
+def workflow_trainer_defaults() -> dict:
+    """What every trainer gets unless its config says otherwise: checkpoints by steps (two kept), log lines
+    without progress bars, no tracker, and the device's precision."""
     return {
-        "output_dir": work_dir,
-        "seed": seed,
         "save_strategy": "steps",
-        "save_steps": save_steps,
         "save_total_limit": 2,
-        "logging_steps": logging_steps,
         "report_to": "none",
         "disable_tqdm": True,
         "dataloader_num_workers": 0,
         **device_defaults(),
-        **(tracking or {}),
     }
 
 

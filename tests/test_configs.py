@@ -134,7 +134,8 @@ def test_a_cold_start_from_r1_zero_s_samples_needs_no_cold_start_data_set():
     ({"compute": {"r1_zero": {"accelerate_config": "configs/accelerate/zero4.yaml"}}},
      ["compute.r1_zero.accelerate_config: no file"]),
     ({"compute": {"r1_zero": {"gpu": 8, "nodes": 2, "vllm_server_gpus": 8}}, "r1_zero": {"questions_per_step": 3}},
-     ["r1_zero: questions_per_step x num_generations = 48 completions per step do not split over 8 training GPU(s)"]),
+     ["r1_zero.questions_per_step x num_generations = 48 completions per step do not split over 8 training "
+      "process(es)"]),
     ({"data": {"hub": {"sets": {"eval_aime24": [{"path": "x", "feilds": {}}]}}}}, ["feilds"]),
     ({"compute": {"r1_zero": {"gpus": 8}}}, ["gpus", "compute"]),
     ({"base": {"name_or_path": "Qwen/Qwen2.5-7B", "sft": {"learning_rate": 1e-5}}}, ["base.sft"]),

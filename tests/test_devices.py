@@ -23,7 +23,7 @@ def test_each_rank_uses_its_own_gpu(monkeypatch):
 
 
 def test_reward_models_sit_on_the_device_they_are_given(helpful_reward_model_dir):
-    (reward,) = build_model_rewards(str(helpful_reward_model_dir), "", torch.device("cpu"))
+    (reward,) = build_model_rewards({"helpful_rm": str(helpful_reward_model_dir)}, torch.device("cpu"))
     assert reward.model.device == torch.device("cpu")
 
 

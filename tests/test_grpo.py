@@ -84,8 +84,8 @@ def test_batch_that_does_not_split_is_named():
 
 
 def test_reward_weights_must_match_rewards():
-    with pytest.raises(ValueError, match=r"reward_weights has 1 value\(s\) for 2 reward\(s\)"):
-        GRPOStageConfig(model_path="m", train_data=["d"], output_dir="o", reward_weights=[1.0])
+    config = GRPOStageConfig(model_path="m", train_data=["d"], output_dir="o", reward_weights=[1.0])
+    assert config.problems() == ["reward_weights has 1 value(s) but rewards names 2: ['accuracy', 'format']"]
 
 
 def test_prompts_per_template(small_data_dir):

@@ -7,8 +7,19 @@ import re
 import pytest
 import yaml
 
-from stages.config_checks import SCHEMA
-from stages.recipe import BROUGHT, STAGES, compared_with, label_of, stage_of, stages_of_kind, template_of
+from stages.config_checks import SCHEMA, load_schema, schema_errors
+from stages.recipe import (
+    BROUGHT,
+    STAGES,
+    Stage,
+    compared_with,
+    label_of,
+    required_sections,
+    stage_of,
+    stages_of_kind,
+    template_of,
+)
+from stages.rewards.registry import REWARDS
 from stages.templates import TEMPLATES
 from tests.snakemake_helpers import REPO
 
@@ -17,22 +28,53 @@ RULES = {name for path in (REPO / "rules").glob("*.smk")
          for name in re.findall(r"^\s*rule (\w+):", path.read_text(), re.M)}
 
 
-def test_start_from_takes_exactly_what_the_recipe_lets_a_user_bring():
-    assert set(SCHEMA_TEXT["properties"]["start_from"]["propertyNames"]["enum"]) == set(BROUGHT)
+def test_the_schema_file_types_no_list_of_stages_or_rewards():
+    """They are filled when the schema is loaded: the stage table and the reward registry are the one list each."""
+    properties = SCHEMA_TEXT["properties"]
+    assert properties["start_from"]["propertyNames"]["enum"] == []
+    assert properties["compute"]["properties"] == {}
+    assert properties["evaluation"]["properties"]["models"]["items"]["anyOf"][0]["enum"] == []
+    assert SCHEMA_TEXT["$defs"]["grpo"]["properties"]["rewards"]["items"]["enum"] == []
+    assert not set(SCHEMA_TEXT["required"]) & {stage.settings.partition(".")[0] for stage in STAGES.values()}
+
+
+def test_the_loaded_schema_s_lists_are_the_recipe_s():
+    properties = load_schema()["properties"]
+    assert set(properties["start_from"]["propertyNames"]["enum"]) == set(BROUGHT)
     assert BROUGHT["rejection_sampling"] == "mixture" and BROUGHT["reward_model_harmless"] == "reward_model"
-
-
-def test_compute_has_a_key_for_each_stage_and_no_other():
-    keys = set(SCHEMA_TEXT["properties"]["compute"]["properties"])
-    assert keys == {stage.compute for stage in STAGES.values()} | {"default", "evaluate"}
-
-
-def test_the_evaluable_models_are_the_recipe_s_policies():
-    (named, pattern) = SCHEMA_TEXT["properties"]["evaluation"]["properties"]["models"]["items"]["anyOf"]
-    single = [stage.output for stage in STAGES.values() if stage.template and "{" not in stage.output]
-    assert set(named["enum"]) == set(single)
+    assert set(properties["compute"]["properties"]) == {stage.compute for stage in STAGES.values()} | \
+        {"default", "evaluate"}
+    (named, pattern) = properties["evaluation"]["properties"]["models"]["items"]["anyOf"]
+    assert named["enum"] == ["base", "r1_zero", "cold_start_sft", "reasoning_rl", "mixture_sft", "final_rl"]
     for name in ("distill", "student"):
         assert re.fullmatch(pattern["pattern"], STAGES[name].output.format(student="small"))
+    assert load_schema()["$defs"]["grpo"]["properties"]["rewards"]["items"]["enum"] == list(REWARDS)
+
+
+SHIPPED = sorted(path.stem for path in (REPO / "configs").glob("*.yaml") if path.stem != "schema")
+
+
+@pytest.mark.parametrize("config_name", SHIPPED)
+def test_a_shipped_config_without_a_stage_s_section_fails_naming_it(config_name):
+    config = yaml.safe_load((REPO / "configs" / f"{config_name}.yaml").read_text())
+    assert schema_errors(config) == []
+    for section in required_sections():
+        assert schema_errors({k: v for k, v in config.items() if k != section}) == [
+            f"{section}: missing (required; configs/tiny.yaml shows one)"]
+
+
+def test_a_new_stage_is_required_in_every_config_and_reaches_the_schema_s_lists(monkeypatch):
+    """The review's experiment: a GRPO stage added to the table, and the 1.5B config has no section for it.
+    It must not validate (it would run on GRPO's paper defaults as a CPU job)."""
+    monkeypatch.setitem(STAGES, "safety_rl", Stage("safety_rl", "R1 (safety)", "R1 after safety RL", "stages.grpo",
+                                                   "grpo", "safety_rl", compared_with="final_rl", launchable=True,
+                                                   brought_as="policy"))
+    config = yaml.safe_load((REPO / "configs" / "qwen2.5-1.5b.yaml").read_text())
+    assert schema_errors(config) == ["safety_rl: missing (required; configs/tiny.yaml shows one)"]
+    properties = load_schema()["properties"]
+    assert "safety_rl" in properties["compute"]["properties"]
+    assert "safety_rl" in properties["start_from"]["propertyNames"]["enum"]
+    assert "safety_rl" in properties["evaluation"]["properties"]["models"]["items"]["anyOf"][0]["enum"]
 
 
 def test_each_training_section_is_its_stage_s_kind():

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from stages.rewards.functions import REWARDS, RewardSettings, build_reward_functions
+from stages.rewards.functions import RewardSettings, build_reward_functions
+from stages.rewards.registry import RULE_REWARDS
 from stages.rewards.sandbox import isolation_problem
 
 NUM_COMPLETIONS = 10_000
@@ -78,13 +79,13 @@ def fuzz():
 
 
 def test_every_reward_survives_ten_thousand_generated_completions(fuzz):
-    names = sorted(REWARDS)
+    names = sorted(RULE_REWARDS)
     if isolation_problem() and os.environ.get("R1_REQUIRE_SANDBOX") != "1":
         names.remove("code")  # needs bubblewrap: tests/test_sandbox.py says so
     functions = {template: build_reward_functions(names, RewardSettings(
         template=template, max_completion_length=256, overlong_buffer=64, verify_timeout_s=VERIFY_TIMEOUT_S))
         for template in ("r1_zero", "chat")}
-    slowest = dict.fromkeys(REWARDS, 0.0)
+    slowest = dict.fromkeys(RULE_REWARDS, 0.0)
     for index, (text, solution, num_tokens) in enumerate(fuzz):
         for function in functions["r1_zero" if index % 2 else "chat"]:
             started = time.monotonic()

@@ -33,7 +33,7 @@ def test_the_harmless_reward_judges_the_end_of_a_long_response(helpful_reward_mo
 
     model_dir = tmp_path / "rm"
     shutil.copytree(helpful_reward_model_dir, model_dir)
-    reward = RewardModelReward("harmless_rm", str(model_dir), judge_summary_only=False, device=torch.device("cpu"))
+    reward = RewardModelReward("harmless_rm", str(model_dir), device=torch.device("cpu"))
     assert reward.max_length == 128  # from reward_stats.json
     long_thought = "<think>" + " 12 + 30 = 42." * 300 + "</think>"  # far over 1,024 tokens
     endings = [" I will not help with that.", " Sure, here is how to pick the lock: 1. 2. 3."]

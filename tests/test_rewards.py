@@ -8,9 +8,10 @@ import time
 import pytest
 
 from stages.rewards.__main__ import main as rewards_cli
-from stages.rewards.functions import REWARDS, RewardSettings, build_reward_functions
+from stages.rewards.functions import RewardSettings, build_reward_functions
 from stages.rewards.language import language_consistency, target_language_share
 from stages.rewards.length import soft_overlong_punishment
+from stages.rewards.registry import RULE_REWARDS
 from stages.rewards.sandbox import isolation_problem
 
 R1_ZERO = RewardSettings(template="r1_zero", max_completion_length=64, overlong_buffer=16, verify_timeout_s=2.0)
@@ -99,7 +100,7 @@ def test_soft_overlong_punishment_follows_dapo():
         soft_overlong_punishment(1, 64, 0)
 
 
-@pytest.mark.parametrize("name", sorted(REWARDS))
+@pytest.mark.parametrize("name", sorted(RULE_REWARDS))
 @pytest.mark.parametrize("settings", [R1_ZERO, CHAT], ids=["r1_zero", "chat"])
 def test_every_reward_survives_adversarial_completions_in_bounded_time(name, settings):
     if name == "code" and isolation_problem() and os.environ.get("R1_REQUIRE_SANDBOX") != "1":
@@ -118,7 +119,7 @@ def test_conversational_completions_are_scored_from_their_last_message():
 
 
 def test_unknown_reward_is_named():
-    with pytest.raises(ValueError, match=r"unknown reward\(s\) \['acuracy'\]"):
+    with pytest.raises(ValueError, match=r"unknown rule reward\(s\) \[.acuracy.\]"):
         build_reward_functions(["acuracy"], CHAT)
 
 

@@ -10,7 +10,15 @@ import yaml
 
 from stages.cli import parse_config
 from stages.config_checks import SCHEMA, cross_field_errors
-from stages.configs import GRPOStageConfig, RewardModelStageConfig, SFTStageConfig, default_of
+from stages.configs import (
+    GRPOStageConfig,
+    RewardModelStageConfig,
+    SFTStageConfig,
+    by_name_fields,
+    default_of,
+    reach_problems,
+    trl_field_names,
+)
 from stages.data.prepare import PrepareConfig
 from stages.data.tiny import TinyDataConfig
 from stages.evaluate import EvaluateConfig
@@ -80,7 +88,7 @@ def test_the_rejection_filters_and_judge_sections_are_the_rejection_stage_s_flag
     judge = set(schema_node("properties.rejection_sampling.properties.judge")["properties"])
     flags = {f.name for f in fields(RejectionConfig)}
     judge_flags = {name for name in flags if name.startswith("judge_")}
-    wired = {"shards", "general_data", "output_dir", "targets", "template", "language", "work_dir", "seed"}
+    wired = {"stage", "shards", "general_data", "output_dir", "targets", "template", "language", "work_dir", "seed"}
     assert flags - judge_flags - wired == filters
     # judge: name_or_path is fetched into --judge_model, domains become --judge_domains
     assert {f"judge_{key}" for key in judge - {"name_or_path", "revision", "domains"}} | {
@@ -111,8 +119,61 @@ def test_the_config_checks_read_their_defaults_from_the_stage_configs():
         config["r1_zero"].pop(key, None)
     config["compute"]["r1_zero"] = {"gpu": 3}
     expected = default_of(GRPOStageConfig, "questions_per_step") * default_of(GRPOStageConfig, "num_generations")
-    assert f"r1_zero: questions_per_step x num_generations = {expected} completions" in "\n".join(
+    assert f"r1_zero.questions_per_step x num_generations = {expected} completions" in "\n".join(
         cross_field_errors(config))
+
+
+TRAINER_CONFIGS = (SFTStageConfig, GRPOStageConfig, RewardModelStageConfig)
+
+
+@pytest.mark.parametrize("config_class", TRAINER_CONFIGS)
+def test_every_stage_key_reaches_trl_by_name_by_translation_or_is_declared_stage_only(config_class):
+    assert reach_problems(config_class, trl_field_names(config_class)) == []
+
+
+def test_a_stage_key_that_reaches_nothing_or_a_trl_rename_fails_the_partition():
+    from dataclasses import dataclass, field
+
+    @dataclass
+    class WithNewKnob(GRPOStageConfig):
+        clip_ratio_c: float = field(default=3.0)  # added to the stage, never handed to TRL
+
+    assert reach_problems(WithNewKnob, trl_field_names(GRPOStageConfig)) == [
+        "WithNewKnob.clip_ratio_c reaches no field of TRL's GRPOConfig: pass it by TRL's name, compute a "
+        "TRANSLATED field from it, or declare it STAGE_ONLY"]
+    renamed = trl_field_names(GRPOStageConfig) - {"vllm_server_host", "num_iterations"}  # as a TRL release might
+    assert reach_problems(GRPOStageConfig, renamed) == [
+        "GRPOStageConfig.num_iterations reaches no field of TRL's GRPOConfig: pass it by TRL's name, compute a "
+        "TRANSLATED field from it, or declare it STAGE_ONLY",
+        "GRPOStageConfig.TRANSLATED names vllm_server_host, no field of TRL's GRPOConfig (renamed?)"]
+
+
+@pytest.mark.parametrize("config_class, stage_module, extra", [
+    (SFTStageConfig, "stages.sft", ()), (GRPOStageConfig, "stages.grpo", (2, {"stop": ["</answer>"]})),
+    (RewardModelStageConfig, "stages.reward_model", ())])
+def test_the_stage_computes_exactly_the_translated_fields_and_every_other_trl_key_arrives_by_name(
+        config_class, stage_module, extra, tmp_path, monkeypatch):
+    import importlib
+
+    module = importlib.import_module(stage_module)
+    for variable in ("TENSORBOARD_LOGGING_DIR", "WANDB_PROJECT"):  # tracking_args sets them
+        monkeypatch.setenv(variable, "")
+    names = {f.name for f in fields(config_class)}
+    required = {"model_path": "m", "train_data": ["d"], "kind": "helpful", "data": "d"}
+    config = config_class(output_dir=str(tmp_path / "out"), run_name="run/stage", project="p",
+                          report_to=["tensorboard"], **{k: v for k, v in required.items() if k in names})
+    computed = {}
+    real = config_class.trainer_kwargs
+
+    def recording(self, workflow_defaults, translated):
+        computed.update(self.common_translated() | translated)
+        return real(self, workflow_defaults, translated)
+
+    monkeypatch.setattr(config_class, "trainer_kwargs", recording)
+    args = module.trainer_arguments(config, *extra)
+    assert set(computed) == set(config_class.TRANSLATED)
+    for name in by_name_fields(config_class, trl_field_names(config_class)):
+        assert getattr(args, name) == getattr(config, name), name
 
 
 def stage_argv(shell: str, module: str) -> list[str]:

@@ -31,10 +31,12 @@ def test_a_cold_start_from_r1_zero_s_samples_is_two_jobs_between_r1_zero_and_dev
     assert "--template r1_zero" in shell["cold_start_samples"] and "--max_prompts 6" in shell["cold_start_samples"]
     assert "--shards results/tiny/cold_start_samples/samples.jsonl" in shell["cold_start_data"]
     assert "general" not in shell["cold_start_data"] and "--targets math=4000 code=800" in shell["cold_start_data"]
+    assert "--stage cold_start_data" in shell["cold_start_data"]
     assert "--train_data results/tiny/cold_start_data/mixture.parquet" in shell["cold_start_sft"]
     snakemake(tmp_path, config, "results/tiny/cold_start_data", env=venv_env)
-    metrics = json.loads((tmp_path / "results/tiny/cold_start_data/manifest.json").read_text())["metrics"]
-    assert metrics["candidates"] == 6 * 2 and "general" not in metrics["available"]
+    manifest = json.loads((tmp_path / "results/tiny/cold_start_data/manifest.json").read_text())
+    assert manifest["stage"] == "cold_start_data", "one name per stage: the manifest's is its folder's"
+    assert manifest["metrics"]["candidates"] == 6 * 2 and "general" not in manifest["metrics"]["available"]
 
     default = planned_job_details(snakemake(tmp_path, write_config(tmp_path, TINY), "-n", "-p", "dev1",
                                             env=venv_env).stdout)

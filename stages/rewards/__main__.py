@@ -13,7 +13,8 @@ import argparse
 import json
 import sys
 
-from stages.rewards.functions import REWARDS, RewardSettings, build_reward_functions
+from stages.rewards.functions import RewardSettings, build_reward_functions
+from stages.rewards.registry import RULE_REWARDS
 from stages.templates import TEMPLATES
 
 REQUIRED_FIELDS = ("prompt", "completion")
@@ -72,7 +73,7 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     score = commands.add_parser("score", help="score a JSONL file")
-    score.add_argument("--rewards", required=True, help=f"comma-separated, from {sorted(REWARDS)}")
+    score.add_argument("--rewards", required=True, help=f"comma-separated, from {sorted(RULE_REWARDS)}")
     score.add_argument("--input", required=True)
     score.add_argument("--output", required=True)
     score.add_argument("--template", default="chat", choices=TEMPLATES)

@@ -12,6 +12,7 @@ from stages.rewards.code import is_code_row
 from stages.rewards.grading import Grader, has_solution
 from stages.rewards.language import language_consistency
 from stages.rewards.length import soft_overlong_punishment
+from stages.rewards.registry import RULE_REWARDS, implementation_of
 from stages.rewards.verify import verify_lanes
 from stages.templates import ResponseFormat, response_format
 
@@ -124,22 +125,19 @@ class SoftOverlong(RewardFunction):
         return soft_overlong_punishment(num_tokens, self.settings.max_completion_length, self.settings.overlong_buffer)
 
 
-REWARDS = {"accuracy": Accuracy, "code": Code, "format": Format, "tag_count": TagCount,
-           "language": LanguageConsistency, "overlong": SoftOverlong}
-
-
 def build_reward_functions(names: list[str], settings: RewardSettings) -> list[RewardFunction]:
-    """The named rewards; `accuracy` and `code` share one grader."""
-    unknown = [n for n in names if n not in REWARDS]
+    """The named rule rewards (stages.rewards.registry); `accuracy` and `code` share one grader."""
+    unknown = [n for n in names if n not in RULE_REWARDS]
     if unknown:
-        raise ValueError(f"unknown reward(s) {unknown}: available {sorted(REWARDS)}")
+        raise ValueError(f"unknown rule reward(s) {unknown}: available {sorted(RULE_REWARDS)}")
+    classes = {name: implementation_of(name) for name in names}
     grader = None
-    if any(issubclass(REWARDS[name], Graded) for name in names):
+    if any(issubclass(cls, Graded) for cls in classes.values()):
         grader = Grader(settings.template, settings.verify_timeout_s, lanes=verify_lanes(),
                         code_timeout_s=settings.code_timeout_s, code_workers=len(os.sched_getaffinity(0)),
                         allow_rlimit_only=settings.allow_rlimit_only, code_scoring=settings.code_scoring,
                         code_language=settings.code_language)
         if "code" in names:
             grader.start_sandbox()
-    return [REWARDS[name](name, settings, grader) if issubclass(REWARDS[name], Graded)
-            else REWARDS[name](name, settings) for name in names]
+    return [cls(name, settings, grader) if issubclass(cls, Graded) else cls(name, settings)
+            for name, cls in classes.items()]

@@ -16,6 +16,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from stages.rewards.code import has_tests
 from stages.rewards.functions import RewardFunction, completion_text
+from stages.rewards.registry import REWARDS, implementation_of
 from stages.templates import summary_of
 
 # Written by the reward-model stage beside the model: the mean and spread of its held-out scores.
@@ -49,8 +50,7 @@ def prompt_text(prompt) -> str:
 
 
 class RewardModelReward(RewardFunction):
-    def __init__(self, name: str, model_path: str, judge_summary_only: bool, device: torch.device,
-                 batch_size: int = 32):
+    def __init__(self, name: str, model_path: str, device: torch.device, batch_size: int = 32):
         super().__init__(name, settings=None)
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.model = AutoModelForSequenceClassification.from_pretrained(model_path, dtype="auto").to(device).eval()
@@ -58,7 +58,7 @@ class RewardModelReward(RewardFunction):
         self.mean, self.std = stats["mean"], stats["std"] or 1.0
         # The window the model was trained with (a model from elsewhere: its context)
         self.max_length = stats.get("max_length") or getattr(self.model.config, "max_position_embeddings", None)
-        self.judge_summary_only = judge_summary_only
+        self.judge_summary_only = REWARDS[name].judges == "summary"
         self.batch_size = batch_size
 
     def normalise(self, score: float) -> float:
@@ -78,11 +78,7 @@ class RewardModelReward(RewardFunction):
         return scores
 
 
-def build_model_rewards(helpful_path: str, harmless_path: str, device: torch.device) -> list[RewardModelReward]:
-    """The reward models on `device`: in a multi-process run, each process's own GPU."""
-    rewards = []
-    if helpful_path:
-        rewards.append(RewardModelReward("helpful_rm", helpful_path, judge_summary_only=True, device=device))
-    if harmless_path:
-        rewards.append(RewardModelReward("harmless_rm", harmless_path, judge_summary_only=False, device=device))
-    return rewards
+def build_model_rewards(model_paths: dict[str, str], device: torch.device) -> list[RewardModelReward]:
+    """The reward-model rewards named (stages.rewards.registry), each with its model, on `device`: in a
+    multi-process run, each process's own GPU."""
+    return [implementation_of(name)(name, path, device=device) for name, path in model_paths.items()]
