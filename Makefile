@@ -28,7 +28,7 @@ $(STAMP): $(LOCK) pyproject.toml
 	touch $@
 
 # What the host needs besides Python (Debian package names) to run stages here: bubblewrap runs the code
-# reward's programs (stages/rewards/sandbox.py). Installed with apt where we are root, else one line says what
+# reward's programs (stages/lib/rewards/sandbox.py). Installed with apt where we are root, else one line says what
 # to run. `setup` alone does not need it: a cluster's login node runs no code reward (the jobs do, in images).
 system-packages:
 	@command -v bwrap >/dev/null || { \

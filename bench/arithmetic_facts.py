@@ -1,5 +1,5 @@
 """How much of the tiny data's arithmetic a model knows: greedy completions of random facts drawn
-the way the corpus drills draw them (`stages.data.arithmetic.random_fact`), each after one solved
+the way the corpus drills draw them (`stages.lib.data.arithmetic.random_fact`), each after one solved
 fact, the way a drill document reads. The tiny base's problem-solving rests on this table.
 
     .venv/bin/python bench/arithmetic_facts.py --model results/tiny/base --max_value 50 --max_amount 9
@@ -17,7 +17,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from stages.data.arithmetic import random_fact
+from stages.lib.data.arithmetic import random_fact
 
 
 def main():

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from stages.rewards.functions import RewardSettings, build_reward_functions
+from stages.lib.rewards.functions import RewardSettings, build_reward_functions
 
 PROGRAM = "a, b = map(int, input().split())\nprint(a + b)\n"
 

@@ -39,8 +39,8 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from stages.artifacts import read_manifest  # noqa: E402
-from stages.data.schema import SCHEMAS  # noqa: E402
+from stages.lib.artifacts import read_manifest  # noqa: E402
+from stages.lib.data.schema import SCHEMAS  # noqa: E402
 from stages.rejection_sampling import CHUNK_BYTES  # noqa: E402
 
 WORDS = """the of and to a in is that for it as with be by this are from or at an which we so if then

@@ -9,7 +9,7 @@ with a mean of 5,000/scale tokens, cut at 32,768/scale (= max_length); at the de
 mean of ~78 tokens, a tail to 512. Prompts are short questions (~26 tokens with the chat
 template's own tokens; the paper's are a few percent of a 5K-token example). The model is the
 project's tiny Qwen2 (stages.base_model.build_model: 4 layers, hidden 128) with a BPE tokenizer
-trained here (stages.tokenizer.train_tokenizer): nothing is downloaded. Each mode starts from the
+trained here (stages.lib.tokenizer.train_tokenizer): nothing is downloaded. Each mode starts from the
 same weights and trains `--steps` steps (fp32, CPU); `--rounds` repeats all modes, alternating
 their order.
 
@@ -43,8 +43,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from stages.base_model import BaseModelConfig, build_model  # noqa: E402
+from stages.lib.tokenizer import train_tokenizer  # noqa: E402
 from stages.sft import to_prompt_completion  # noqa: E402
-from stages.tokenizer import train_tokenizer  # noqa: E402
 
 PAPER_MEAN_TOKENS, PAPER_MAX_TOKENS = 5000, 32768
 WORDS = """let number value sum product term equation side divide multiply add subtract gives check result

@@ -104,7 +104,7 @@ def run_plain(pairs, time_limit: float) -> tuple[dict[int, bool], float, int]:
 
 def run_project(pairs, time_limit: float, batch: int) -> tuple[list[bool], float, float, int]:
     """The accuracy reward as GRPO calls it: one batch of completions at a time."""
-    from stages.rewards.functions import RewardSettings, build_reward_functions
+    from stages.lib.rewards.functions import RewardSettings, build_reward_functions
 
     (accuracy,) = build_reward_functions(["accuracy"], RewardSettings(template="chat", verify_timeout_s=time_limit))
     warm_up = ["\\sqrt{2}", "\\sqrt{3}", "\\sqrt{5}", "\\sqrt{7}"]  # every lane's worker starts, as in training

@@ -18,7 +18,7 @@ requirements="$here/requirements-$flavour.txt"
 test -f "$requirements" || { echo "install.sh: no $requirements" >&2; exit 2; }
 
 export DEBIAN_FRONTEND=noninteractive
-# bubblewrap: the code reward's sandbox (stages/rewards/sandbox.py) runs model programs with it.
+# bubblewrap: the code reward's sandbox (stages/lib/rewards/sandbox.py) runs model programs with it.
 packages="python3 python3-venv ca-certificates procps bubblewrap"
 if [ "$flavour" != cpu ]; then
     # DeepSpeed compiles its ops when a job first uses them (the CPU build too: its Adam)

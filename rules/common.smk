@@ -7,12 +7,12 @@ import sys
 
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
-from stages.artifacts import MIXTURE, code_version
-from stages.config_checks import (cold_start_source, command_line_errors, compute_settings, container_images,
-                                  cross_field_errors, job_wall_hours, schema_errors, settings_at)
-from stages.configs import GRPOStageConfig, default_of
-from stages.recipe import REWARD_MODEL_KINDS, STAGES, template_of
-from stages.save_lead import DEFAULT_WRITE_GB_S, parameter_count, save_lead_s, step_seconds
+from stages.lib.artifacts import MIXTURE, code_version
+from stages.lib.config_checks import command_line_errors, cross_field_errors, schema_errors
+from stages.lib.configs import GRPOStageConfig, default_of
+from stages.lib.recipe import REWARD_MODEL_KINDS, STAGES, template_of
+from stages.lib.save_lead import DEFAULT_WRITE_GB_S, parameter_count, save_lead_s, step_seconds
+from stages.lib.settings import cold_start_source, compute_settings, container_images, job_wall_hours, settings_at
 
 CONFIG_ERRORS = schema_errors(config) or cross_field_errors(config)  # the second reads keys the first checked
 if CONFIG_ERRORS:
@@ -23,7 +23,7 @@ if CONFIG_ERRORS:
     raise ValueError(f"invalid config ({WHERE}):\n  {PROBLEMS}")
 START_FROM = config.get("start_from", {})
 if START_FROM:
-    from stages.start_from import artifact_problems
+    from stages.lib.start_from import artifact_problems
 
     ARTIFACT_ERRORS = [problem for stage, path in START_FROM.items() for problem in artifact_problems(stage, path)]
     if ARTIFACT_ERRORS:
@@ -203,7 +203,7 @@ TRAINING_KINDS = ("pretraining", "grpo", "sft", "reward_model")  # the stages th
 
 
 def save_lead(stage):
-    """stages/save_lead.py: the seconds before its time limit at which a training job is told to save, from
+    """stages/lib/save_lead.py: the seconds before its time limit at which a training job is told to save, from
     the model it starts from (counted when the job is scheduled, once that model exists), at most half the
     job's runtime."""
     settings = compute_settings(config, stage)

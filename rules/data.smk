@@ -1,6 +1,6 @@
 # Data: the tiny config generates every data set from its seed; real configs download their
 # Hugging Face data sets once, on the login node, into the same files.
-from stages.data.schema import FILES as DATA_FILES
+from stages.lib.data.schema import FILES as DATA_FILES
 
 
 if "tiny" in config["data"]:

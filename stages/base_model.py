@@ -20,11 +20,12 @@ from transformers import (
     set_seed,
 )
 
-from stages.artifacts import staged_output
-from stages.cli import parse_config, print_config
-from stages.data.schema import read_table
-from stages.tokenizer import END_OF_TEXT, stop_token_ids, train_tokenizer
-from stages.training import (
+from stages.lib.artifacts import staged_output
+from stages.lib.cli import parse_config, print_config
+from stages.lib.data.schema import read_table
+from stages.lib.stop_tokens import END_OF_TEXT, stop_token_ids
+from stages.lib.tokenizer import train_tokenizer
+from stages.lib.training import (
     StopOnSignal,
     claim_work_dir,
     log_progress,

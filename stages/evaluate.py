@@ -14,14 +14,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stages.artifacts import code_version, package_versions, staged_output, write_jsonl
-from stages.cli import parse_config, print_config
-from stages.data.schema import read_table
-from stages.generation import BackendOptions, ProgressLine, SamplingSettings, load_generator
-from stages.rewards.code import is_code_row
-from stages.rewards.grading import Grader, gold_problem
-from stages.rewards.verify import as_number, normalize, verify_lanes
-from stages.templates import TEMPLATES, response_format
+from stages.lib.artifacts import code_version, package_versions, staged_output, write_jsonl
+from stages.lib.cli import parse_config, print_config
+from stages.lib.data.schema import read_table
+from stages.lib.generation import BackendOptions, ProgressLine, SamplingSettings, load_generator
+from stages.lib.rewards.code import is_code_row
+from stages.lib.rewards.grading import Grader, gold_problem
+from stages.lib.rewards.verify import as_number, normalize, verify_lanes
+from stages.lib.templates import TEMPLATES, response_format
 
 
 @dataclass

@@ -6,8 +6,8 @@
 
 from dataclasses import dataclass, field
 
-from stages.artifacts import staged_output
-from stages.cli import parse_config, print_config
+from stages.lib.artifacts import staged_output
+from stages.lib.cli import parse_config, print_config
 
 # Weights in other formats that the hub repos of Qwen and Llama also carry: never loaded here.
 SKIPPED_FILES = ["original/*", "*.pth", "*.gguf", "*.onnx", "*.msgpack", "*.h5"]

@@ -4,23 +4,22 @@
         --shard_index 0 --num_shards 4 --work_file results/tiny/.work/generate/shard-0.jsonl \
         --output_file results/tiny/generate/shard-0.jsonl
 
-Rows are appended to `work_file` (outside Snakemake's outputs) one prompt at a time, each line keyed
-by prompt id and sample index. A killed shard resumes where it stopped: on restart, a torn last line
-and any prompt with fewer than N samples are dropped and regenerated, so no sample is lost or
-duplicated. The finished file is copied to `output_file`.
+Rows are appended to `work_file` (outside Snakemake's outputs; a progress log, stages/lib/progress.py)
+a batch at a time, each line keyed by prompt id and sample index. A killed shard resumes where it stopped:
+on restart, a torn last line and any prompt with fewer than N samples are dropped and regenerated, so no
+sample is lost or duplicated. The finished rows are copied to `output_file`.
 """
 
-import json
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stages.cli import parse_config, print_config
-from stages.data.schema import read_table
-from stages.generation import BackendOptions, ProgressLine, SamplingSettings, load_generator
-from stages.templates import TEMPLATES, response_format
-from stages.training import progress_is_stale, run_fingerprint, write_stamp
+from stages.lib.cli import parse_config, print_config
+from stages.lib.data.schema import read_table
+from stages.lib.generation import BackendOptions, ProgressLine, SamplingSettings, load_generator
+from stages.lib.progress import ProgressLog
+from stages.lib.templates import TEMPLATES, response_format
+from stages.lib.training import run_fingerprint
 
 
 @dataclass
@@ -52,40 +51,21 @@ def shard_rows(rows: list[dict], shard_index: int, num_shards: int) -> list[dict
     return rows[shard_index::num_shards]
 
 
-def completed_prompts(work_file: Path, num_samples: int) -> set[str]:
-    """Prompt ids with all samples on disk. Rewrites the file without a torn last line or a prompt
-    whose samples were cut short, so appending can go on from a clean state."""
-    if not work_file.exists():
-        return set()
-    rows_by_prompt: dict[str, list[tuple[int, str]]] = {}  # prompt id -> (sample index, line)
-    with open(work_file, encoding="utf-8") as f:
-        for line in f:
-            if not line.endswith("\n"):
-                break  # torn by a kill mid-write
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                break
-            rows_by_prompt.setdefault(row["id"], []).append((row["sample"], line))
-    complete = {pid: rows for pid, rows in rows_by_prompt.items()
-                if sorted(index for index, _ in rows) == list(range(num_samples))}
-    clean = work_file.with_suffix(work_file.suffix + ".clean")
-    with open(clean, "w", encoding="utf-8") as f:
-        for rows in complete.values():
-            f.writelines(line for _, line in rows)
-    os.replace(clean, work_file)
-    return set(complete)
-
-
-def claim_work_file(work_file: Path, fingerprint: dict) -> None:
-    """Samples on disk are reused only if the same model, prompts and settings made them."""
-    stamp = work_file.with_name(work_file.name + ".fingerprint")
-    if work_file.exists() and progress_is_stale(stamp, fingerprint):
-        print(f"{work_file} holds samples of another model or settings: starting afresh", flush=True)
-        work_file.unlink()
-    work_file.parent.mkdir(parents=True, exist_ok=True)
-    write_stamp(stamp, fingerprint)
-    work_file.touch()
+def completed_prompts(log: ProgressLog, num_samples: int) -> set[str]:
+    """Prompt ids with all their samples in the log, which keeps those and drops what follows: a prompt whose
+    samples a kill cut short (a batch is written in order, so only the last prompt can be)."""
+    complete, kept, current, indices = set(), 0, None, []
+    for count, row in enumerate(log.replay()):
+        if row["id"] != current:
+            if current is not None and current not in complete:
+                break  # cannot happen after a kill, which tears the end only
+            current, indices = row["id"], []
+        indices.append(row["sample"])
+        if indices == list(range(num_samples)):
+            complete.add(current)
+            kept = count + 1
+    log.keep(kept)
+    return complete
 
 
 def main(argv=None):
@@ -94,9 +74,9 @@ def main(argv=None):
     rows = read_table(config.prompts, "reasoning").to_pylist()
     rows = shard_rows(rows[: config.max_prompts] if config.max_prompts else rows, config.shard_index,
                       config.num_shards)
-    work_file = Path(config.work_file)
-    claim_work_file(work_file, run_fingerprint(config, {"model": config.model_path, "prompts": config.prompts}))
-    done = completed_prompts(work_file, config.num_samples)
+    log = ProgressLog(config.work_file, run_fingerprint(config, {"model": config.model_path,
+                                                                  "prompts": config.prompts}))
+    done = completed_prompts(log, config.num_samples)
     todo = [row for row in rows if row["id"] not in done]
     print(f"shard {config.shard_index}/{config.num_shards}: {len(rows)} prompts, {len(done)} already done, "
           f"{len(todo)} to generate", flush=True)
@@ -116,24 +96,20 @@ def main(argv=None):
                                         stop_strings=fmt.stop_strings)
             prompts = [fmt.render(row["prompt"], tokenizer, row["domain"]) for row in batch]
             samples = generator.generate(prompts, settings)
-            with open(work_file, "a", encoding="utf-8") as f:
-                for row, prompt_samples in zip(batch, samples):
-                    for index, sample in enumerate(prompt_samples):
-                        f.write(json.dumps({"id": row["id"], "sample": index, "prompt": row["prompt"],
-                                            "solution": row["solution"], "tests": row.get("tests") or "",
-                                            "level": row["level"], "domain": row["domain"], "completion": sample.text,
-                                            "num_tokens": sample.num_tokens, "finished": sample.finished},
-                                           ensure_ascii=False) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+            log.append([{"id": row["id"], "sample": index, "prompt": row["prompt"], "solution": row["solution"],
+                         "tests": row.get("tests") or "", "level": row["level"], "domain": row["domain"],
+                         "completion": sample.text, "num_tokens": sample.num_tokens, "finished": sample.finished}
+                        for row, prompt_samples in zip(batch, samples)
+                        for index, sample in enumerate(prompt_samples)], sync=True)
             progress(start + len(batch), len(todo))
         if generator.overlong_prompts:
             print(f"{generator.overlong_prompts} prompts longer than the model's context got empty samples",
                   flush=True)
 
     Path(config.output_file).parent.mkdir(parents=True, exist_ok=True)
+    log.close()
     partial = f"{config.output_file}.partial"
-    shutil.copyfile(work_file, partial)
+    log.copy_records(partial)
     os.replace(partial, config.output_file)
 
 

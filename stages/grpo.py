@@ -19,17 +19,17 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback, set_seed
 from trl import GRPOConfig, GRPOTrainer
 
-from stages.artifacts import staged_output
-from stages.cli import parse_config, print_config
-from stages.configs import GRPOStageConfig
-from stages.data.schema import read_table
-from stages.plots import plot_training_curves
-from stages.rewards.functions import Accuracy, RewardSettings, build_reward_functions
-from stages.rewards.grading import gold_problem
-from stages.rewards.registry import MODEL_REWARDS, REWARDS, RULE_REWARDS
-from stages.templates import ResponseFormat, response_format
-from stages.tokenizer import split_stop_strings, stop_token_ids
-from stages.training import (
+from stages.lib.artifacts import staged_output
+from stages.lib.cli import parse_config, print_config
+from stages.lib.configs import GRPOStageConfig
+from stages.lib.data.schema import read_table
+from stages.lib.plots import plot_training_curves
+from stages.lib.rewards.functions import Accuracy, RewardSettings, build_reward_functions
+from stages.lib.rewards.grading import gold_problem
+from stages.lib.rewards.registry import MODEL_REWARDS, REWARDS, RULE_REWARDS
+from stages.lib.stop_tokens import split_stop_strings, stop_token_ids
+from stages.lib.templates import ResponseFormat, response_format
+from stages.lib.training import (
     StopOnSignal,
     claim_work_dir,
     log_progress,
@@ -103,7 +103,7 @@ def phased_prompts(reasoning: list[dict], general: list[dict], max_steps: int, q
 
 
 def build_rewards(config: "GRPOStageConfig", settings: RewardSettings) -> list:
-    """The rewards the config names (stages.rewards.registry), in its order: rule rewards, and reward models
+    """The rewards the config names (stages.lib.rewards.registry), in its order: rule rewards, and reward models
     from the stage keys that name them."""
     model_of = {name: getattr(config, REWARDS[name].model_key) for name in config.rewards if name in MODEL_REWARDS}
     missing = [name for name, path in model_of.items() if not path]
@@ -112,7 +112,7 @@ def build_rewards(config: "GRPOStageConfig", settings: RewardSettings) -> list:
     by_name = {f.__name__: f for f in build_reward_functions([n for n in config.rewards if n in RULE_REWARDS],
                                                               settings)}
     if model_of:
-        from stages.rewards.model_rewards import build_model_rewards
+        from stages.lib.rewards.model_rewards import build_model_rewards
 
         by_name.update({f.__name__: f for f in build_model_rewards(model_of, process_device())})
     return [by_name[name] for name in config.rewards]

@@ -21,7 +21,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 
-from stages.cli import parse_config
+from stages.lib.cli import parse_config
 
 
 @dataclass
@@ -49,7 +49,7 @@ class LaunchConfig:
     stop_grace_s: int = field(default=300, metadata={
         "help": "Seconds the trainers get to finish their step and save after a stop signal, or after another "
                 "trainer ended, before they are killed (the workflow sets Slurm's early signal lead, "
-                "stages/save_lead.py). torchrun's own 30 s would kill them mid-save."})
+                "stages/lib/save_lead.py). torchrun's own 30 s would kill them mid-save."})
 
     def __post_init__(self):
         if self.nodes > 1 and self.vllm_server_gpus not in (0, self.gpus_per_node):

@@ -32,9 +32,10 @@ from pathlib import Path
 
 import yaml
 
-from stages.config_checks import REPO, compute_settings, container_images, job_wall_hours
-from stages.recipe import STAGES
-from stages.rewards.sandbox import isolation_probe, isolation_problem
+from stages.lib.config_checks import REPO
+from stages.lib.recipe import STAGES
+from stages.lib.rewards.sandbox import isolation_probe, isolation_problem
+from stages.lib.settings import compute_settings, container_images, job_wall_hours
 
 REFERENCE_GPU = "an H100 80GB"  # the GPU the configs' estimated_gpu_hours are stated for (gpu_speed: 1)
 # Values the shipped profile holds where each site must put its own (profiles/slurm/config.yaml, SITE lines).

@@ -40,18 +40,19 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stages.artifacts import MIXTURE, staged_output
-from stages.cli import parse_config, print_config
-from stages.data.schema import SCHEMAS, normalize_prompt, read_table
-from stages.generation import BackendOptions, load_generator
-from stages.judge import Judge, parse_verdict
-from stages.rewards.answers import extract_final_answer
-from stages.rewards.code import is_code_row
-from stages.rewards.grading import Grader, graded_answer
-from stages.rewards.language import target_language_share
-from stages.rewards.sandbox import Sandbox, SandboxLimits
-from stages.rewards.steps import wrong_steps
-from stages.templates import CHAT, ResponseFormat, chat_messages, reasoning_of, response_format, summary_of
+from stages.lib.artifacts import MIXTURE, staged_output
+from stages.lib.cli import parse_config, print_config
+from stages.lib.data.schema import SCHEMAS, normalize_prompt, read_table
+from stages.lib.generation import BackendOptions, load_generator
+from stages.lib.judge import Judge, parse_verdict
+from stages.lib.progress import ProgressLog
+from stages.lib.rewards.answers import extract_final_answer
+from stages.lib.rewards.code import is_code_row
+from stages.lib.rewards.grading import Grader, graded_answer
+from stages.lib.rewards.language import target_language_share
+from stages.lib.rewards.sandbox import Sandbox, SandboxLimits
+from stages.lib.rewards.steps import wrong_steps
+from stages.lib.templates import CHAT, ResponseFormat, chat_messages, reasoning_of, response_format, summary_of
 
 NON_REASONING = "general"  # the target name of the non-reasoning share
 SHARD_FIELDS = ("id", "sample", "prompt", "solution", "domain", "completion")
@@ -61,10 +62,10 @@ SHARD_FIELDS = ("id", "sample", "prompt", "solution", "domain", "completion")
 class RejectionConfig:
     shards: list[str] = field(metadata={"help": "Generation shard JSONL files."})
     output_dir: str = field(metadata={"help": "Where mixture.parquet and the manifest go."})
-    stage: str = field(default="rejection_sampling", metadata={"help": "Name recorded in the manifest "
-                                                                       "(rejection_sampling, cold_start_data)."})
     targets: list[str] = field(metadata={"help": "DOMAIN=COUNT per domain; `general` is the non-reasoning share "
                                                  "(paper: ~600K reasoning + ~200K general)."})
+    stage: str = field(default="rejection_sampling", metadata={"help": "Name recorded in the manifest "
+                                                                       "(rejection_sampling, cold_start_data)."})
     general_data: str = field(default="", metadata={"help": "Non-reasoning instructions (general parquet); "
                                                             "none for a cold start."})
     template: str = field(default="chat", metadata={"help": "Response format of the sampled responses; another "
@@ -263,56 +264,38 @@ def _start_filters(config: "RejectionConfig") -> None:
 
 
 class VerdictLog:
-    """Verified chunks, appended in order to a file outside the outputs. A rerun (after a kill, or with
-    other targets) reuses the longest prefix that matches today's shards and filter settings, and
-    verifies the rest: at paper scale verification is CPU-hours."""
+    """Verified chunks, in order, in a progress log outside the outputs (stages/lib/progress.py). A rerun
+    (after a kill, or with other targets) reuses the longest prefix that matches today's shards and filter
+    settings, and verifies the rest: at paper scale verification is CPU-hours."""
 
     def __init__(self, path: Path, fingerprint: dict):
-        self.path, self.reused = path, 0
-        header = json.dumps({"fingerprint": fingerprint}, sort_keys=True).encode() + b"\n"
-        self.reader = open(path, "rb") if path.exists() else None
-        if self.reader is not None and self.reader.readline() != header:
-            self.reader.close()
-            self.reader = None
-        if self.reader is None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(header)
-        self.matched_end = len(header)  # the file's verified prefix ends here
-        self.writer = None
+        self.log = ProgressLog(path, fingerprint)
+        self.replayed = self.log.replay()
+        self.reused, self.recalling = 0, True
 
     def recall(self, chunk: Chunk) -> list[list] | None:
-        if self.reader is None:
+        if not self.recalling:
             return None
-        line = self.reader.readline()
-        try:
-            record = json.loads(line) if line.endswith(b"\n") else None
-        except json.JSONDecodeError:
-            record = None  # torn by a kill mid-write
+        record = next(self.replayed, None)
         if record is not None and record["chunk"] == chunk.identity():
-            self.matched_end = self.reader.tell()
             self.reused += 1
             return record["verdicts"]
         self._stop_recalling()
         return None
 
     def _stop_recalling(self) -> None:
-        if self.reader is not None:
-            self.reader.close()
-            self.reader = None
-        with open(self.path, "r+b") as f:
-            f.truncate(self.matched_end)
+        if self.recalling:
+            self.recalling = False
+            self.replayed.close()
+            self.log.keep(self.reused)
 
     def record(self, chunk: Chunk, verdicts: list[list]) -> None:
-        if self.writer is None:
-            self._stop_recalling()
-            self.writer = open(self.path, "ab")
-        self.writer.write(json.dumps({"chunk": chunk.identity(), "verdicts": verdicts}).encode() + b"\n")
-        self.writer.flush()  # a kill loses at most the chunks in flight
+        self._stop_recalling()
+        self.log.append([{"chunk": chunk.identity(), "verdicts": verdicts}])  # a kill loses the chunks in flight
 
     def close(self) -> None:
-        for f in (self.reader, self.writer):
-            if f is not None:
-                f.close()
+        self._stop_recalling()
+        self.log.close()
 
 
 class Candidates:
@@ -419,7 +402,7 @@ def verify_pool(config: "RejectionConfig", log: VerdictLog) -> Candidates:
         if local is not None:
             local.grader.close()
     if log.reused:
-        print(f"reused the verdicts of {log.reused} chunk(s) from {log.path}", flush=True)
+        print(f"reused the verdicts of {log.reused} chunk(s) from {log.log.path}", flush=True)
     return candidates
 
 
@@ -479,17 +462,10 @@ def judge_candidates(config: RejectionConfig, candidates: Candidates) -> dict:
     pending = [i for i in range(len(candidates)) if candidates.domain[i] in judged]
     stamps = [(path, *shard_stamp(path)) for path in config.shards]
     place = lambda i: (*stamps[candidates.shard[i]], candidates.offset[i])  # noqa: E731
-    log_path = Path(config.work_dir) / "judged.jsonl"
-    header = json.dumps({"judge": {
+    log = ProgressLog(Path(config.work_dir) / "judged.jsonl", {"judge": {
         "model": os.path.abspath(config.judge_model), "backend": config.judge_backend,
-        "max_new_tokens": config.judge_max_new_tokens, "template": config.template, "seed": config.seed}},
-        sort_keys=True) + "\n"
-    lines = log_path.read_text(encoding="utf-8").splitlines(keepends=True) if log_path.exists() else []
-    records = [json.loads(line) for line in lines[1:] if line.endswith("\n")] if lines[:1] == [header] else []
-    verdicts = {tuple(record["place"]): record["verdict"] for record in records}  # a torn line is judged again
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "w", encoding="utf-8") as f:  # rewritten without a torn line or another judge's verdicts
-        f.write(header + "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
+        "max_new_tokens": config.judge_max_new_tokens, "template": config.template, "seed": config.seed}})
+    verdicts = {tuple(record["place"]): record["verdict"] for record in log.replay()}  # a torn line is judged again
     todo = [i for i in pending if place(i) not in verdicts]
     print(f"judge: {len(pending):,} candidates of {sorted(config.judge_domains)}, {len(pending) - len(todo):,} "
           f"judged before", flush=True)
@@ -498,22 +474,21 @@ def judge_candidates(config: RejectionConfig, candidates: Candidates) -> dict:
         judge = Judge(generator, config.judge_max_new_tokens, config.seed)
         fmt = response_format(config.template)
         started = time.time()
-        with open(log_path, "a", encoding="utf-8") as log:
-            for start in range(0, len(todo), config.judge_batch_size):
-                batch = todo[start:start + config.judge_batch_size]
-                rows = candidates.read(config.shards, batch)
-                replies = judge.replies(
-                    [rows[i]["prompt"] for i in batch], [str(rows[i]["solution"]) for i in batch],
-                    [extract_final_answer(rows[i]["completion"], fmt) or summary_of(rows[i]["completion"])
-                     for i in batch])
-                for i, reply in zip(batch, replies):
-                    record = {"place": place(i), "verdict": parse_verdict(reply), "reply": reply[:200]}
-                    verdicts[record["place"]] = record["verdict"]
-                    log.write(json.dumps(record, ensure_ascii=False) + "\n")
-                log.flush()
-                done_count, elapsed = start + len(batch), time.time() - started
-                print(f"judged {done_count:,}/{len(todo):,}; {elapsed:,.0f} s elapsed, "
-                      f"ETA {elapsed / done_count * (len(todo) - done_count):,.0f} s", flush=True)
+        for start in range(0, len(todo), config.judge_batch_size):
+            batch = todo[start:start + config.judge_batch_size]
+            rows = candidates.read(config.shards, batch)
+            replies = judge.replies(
+                [rows[i]["prompt"] for i in batch], [str(rows[i]["solution"]) for i in batch],
+                [extract_final_answer(rows[i]["completion"], fmt) or summary_of(rows[i]["completion"])
+                 for i in batch])
+            records = [{"place": place(i), "verdict": parse_verdict(reply), "reply": reply[:200]}
+                       for i, reply in zip(batch, replies)]
+            verdicts.update({record["place"]: record["verdict"] for record in records})
+            log.append(records)
+            done_count, elapsed = start + len(batch), time.time() - started
+            print(f"judged {done_count:,}/{len(todo):,}; {elapsed:,.0f} s elapsed, "
+                  f"ETA {elapsed / done_count * (len(todo) - done_count):,.0f} s", flush=True)
+    log.close()
     verdict_of = {i: verdicts[place(i)] for i in pending}
     outcome = Counter({True: "correct", False: "incorrect", None: "not_judged"}[v] for v in verdict_of.values())
     candidates.drop({i for i, verdict in verdict_of.items() if verdict is not True})

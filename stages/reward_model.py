@@ -22,12 +22,12 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, set_
 from transformers.integrations import is_deepspeed_zero3_enabled
 from trl import RewardConfig, RewardTrainer
 
-from stages.artifacts import staged_output
-from stages.cli import parse_config, print_config
-from stages.configs import RewardModelStageConfig
-from stages.data.schema import read_table
-from stages.rewards.model_rewards import REWARD_STATS, score_responses
-from stages.training import (
+from stages.lib.artifacts import staged_output
+from stages.lib.cli import parse_config, print_config
+from stages.lib.configs import RewardModelStageConfig
+from stages.lib.data.schema import read_table
+from stages.lib.rewards.model_rewards import REWARD_STATS, score_responses
+from stages.lib.training import (
     StopOnSignal,
     claim_work_dir,
     log_progress,

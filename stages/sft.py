@@ -13,11 +13,11 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
 from trl import SFTConfig, SFTTrainer
 
-from stages.artifacts import staged_output
-from stages.cli import parse_config, print_config
-from stages.configs import SFTStageConfig
-from stages.data.schema import read_table
-from stages.training import (
+from stages.lib.artifacts import staged_output
+from stages.lib.cli import parse_config, print_config
+from stages.lib.configs import SFTStageConfig
+from stages.lib.data.schema import read_table
+from stages.lib.training import (
     StopOnSignal,
     claim_work_dir,
     log_progress,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stages.data.tiny import TinyDataConfig, generate, write_tables
-from stages.tokenizer import chat_template_renderer
+from stages.lib.tokenizer import chat_template_renderer
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL_DATA = dict(num_rl_prompts=200, num_cold_start=96, num_general=60, num_eval_math=40,
@@ -72,7 +72,7 @@ def as_qwen_base(model_dir: Path, directory: Path) -> Path:
 
     from transformers import AutoTokenizer, GenerationConfig
 
-    from stages.tokenizer import END_OF_TEXT
+    from stages.lib.stop_tokens import END_OF_TEXT
 
     shutil.copytree(model_dir, directory)
     tokenizer = AutoTokenizer.from_pretrained(directory)

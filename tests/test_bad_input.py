@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from stages import evaluate, grpo, rejection_sampling, reward_model, sft
-from stages.data.schema import SCHEMAS
+from stages.lib.data.schema import SCHEMAS
 
 
 def _reasoning(path, rows):

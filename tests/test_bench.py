@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.rewards.sandbox import isolation_problem
+from stages.lib.rewards.sandbox import isolation_problem
 from tests.snakemake_helpers import apptainer_env
 
 REPO = Path(__file__).resolve().parent.parent

@@ -6,8 +6,8 @@ import sys
 import pytest
 import yaml
 
-from stages.config_checks import cross_field_errors, schema_errors
-from stages.recipe import stages_of_kind
+from stages.lib.config_checks import cross_field_errors, schema_errors
+from stages.lib.recipe import stages_of_kind
 from tests.snakemake_helpers import (
     REPO,
     apptainer_env,
@@ -193,7 +193,7 @@ def test_a_config_written_before_the_renames_names_each_new_key(tmp_path, venv_e
     assert "unknown key" not in output and "missing (required" not in output
 
 def test_a_stage_s_own_cpu_setting_replaces_the_default_s_either_way():
-    from stages.config_checks import compute_settings
+    from stages.lib.settings import compute_settings
 
     config = {"compute": {"default": {"cpus_per_task": 8, "mem_mb": 100}, "r1_zero": {"gpu": 8, "cpus_per_gpu": 12},
                           "evaluate": {"mem_mb": 50}}}

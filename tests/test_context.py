@@ -5,7 +5,7 @@ import shutil
 
 from transformers import AutoConfig, AutoTokenizer
 
-from stages.generation import SamplingSettings, clamp_to_context, load_generator, model_context
+from stages.lib.generation import SamplingSettings, clamp_to_context, load_generator, model_context
 
 
 def test_max_model_len_is_clamped_to_the_model_context(tiny_model_dir):

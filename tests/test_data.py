@@ -8,14 +8,14 @@ from collections import Counter
 import pyarrow.parquet as pq
 import pytest
 
-from stages.data import general
-from stages.data.arithmetic import make_problem, solve
-from stages.data.programs import make_code_problem
-from stages.data.schema import FILES, SCHEMAS, normalize_prompt, parse_tests, read_table
 from stages.data.tiny import TinyDataConfig, _unique_problems, generate, held_out_overlaps
-from stages.rewards.code import extract_program, same_output
-from stages.templates import CHAT
-from stages.tokenizer import chat_template_renderer
+from stages.lib.data import general
+from stages.lib.data.arithmetic import make_problem, solve
+from stages.lib.data.programs import make_code_problem
+from stages.lib.data.schema import FILES, SCHEMAS, normalize_prompt, parse_tests, read_table
+from stages.lib.rewards.code import extract_program, same_output
+from stages.lib.templates import CHAT
+from stages.lib.tokenizer import chat_template_renderer
 from tests.conftest import SMALL_DATA
 
 
@@ -133,7 +133,7 @@ def test_a_distractor_adds_one_sentence_and_leaves_the_solution_alone(level):
 
 
 def _has_distractor(prompt):
-    # the distractor sentences of stages.data.arithmetic: another person's count, or things seen in a shop
+    # the distractor sentences of stages.lib.data.arithmetic: another person's count, or things seen in a shop
     return any(re.match(r"[A-Z][a-z]+ has \d+", sentence) or re.search(r"sees \d+ \w+ in a shop", sentence)
                for sentence in _sentences(prompt)[1:])
 

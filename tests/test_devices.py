@@ -6,9 +6,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from stages.configs import SFTStageConfig
-from stages.rewards.model_rewards import build_model_rewards
-from stages.training import process_device, refuse_data_parallel
+from stages.lib.configs import SFTStageConfig
+from stages.lib.rewards.model_rewards import build_model_rewards
+from stages.lib.training import process_device, refuse_data_parallel
 
 
 def test_each_rank_uses_its_own_gpu(monkeypatch):
@@ -56,7 +56,7 @@ def test_a_single_process_stage_refuses_several_visible_gpus(monkeypatch, tiny_m
 
 def test_a_deepspeed_config_asking_bf16_of_a_device_without_it_is_one_clear_line(monkeypatch):
     """transformers' own error (`ds bf16.enabled=True vs hf bf16|bf16_full_eval=False`) names no file or key."""
-    from stages.training import device_defaults
+    from stages.lib.training import device_defaults
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
@@ -71,7 +71,7 @@ def test_published_files_are_readable_as_the_umask_allows(tmp_path):
     import os
     import stat
 
-    from stages.artifacts import staged_output
+    from stages.lib.artifacts import staged_output
 
     previous = os.umask(0o022)
     try:

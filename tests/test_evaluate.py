@@ -6,9 +6,9 @@ import pytest
 
 from stages import evaluate
 from stages.evaluate import IncompleteSamplesError, check_complete, cons_at_k, majority_answer, pass_at_1, score_set
-from stages.generation import Sample
-from stages.rewards.grading import Grader
-from stages.rewards.sandbox import isolation_problem
+from stages.lib.generation import Sample
+from stages.lib.rewards.grading import Grader
+from stages.lib.rewards.sandbox import isolation_problem
 
 
 def test_pass_at_1_is_the_mean_over_prompts_of_the_mean_over_samples():

@@ -7,10 +7,10 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from stages import grpo
-from stages.configs import GRPOStageConfig
 from stages.grpo import general_prompt_rows, prompt_dataset, stop_settings
-from stages.rewards.sandbox import isolation_problem
-from stages.templates import CHAT, R1_ZERO
+from stages.lib.configs import GRPOStageConfig
+from stages.lib.rewards.sandbox import isolation_problem
+from stages.lib.templates import CHAT, R1_ZERO
 from tests.conftest import run_card_snippet
 
 CURVE_KEYS = ("reward", "rewards/accuracy/mean", "rewards/format/mean", "completions/mean_length", "kl",

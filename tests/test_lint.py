@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.config_checks import compute_settings
+from stages.lib.settings import compute_settings
 from stages.preflight import COMPUTE_KEY_OF_RULE
 from tests.snakemake_helpers import REPO, merged, snakemake, write_config
 
@@ -54,23 +54,80 @@ def test_the_workflow_passes_snakemake_lint(name, override, tmp_path, venv_env):
     assert (done.returncode == 0) == (not found)
 
 
-# Layers, top to bottom: the stage modules; the reward library; the data package; shared leaves. A
-# package imports only from its own layer and those below it.
-SHARED_LEAVES = {"artifacts", "cli", "latex", "templates", "tokenizer"}
+def stage_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) for each import of a project module in a file: `from stages.lib import x` is stages.lib.x."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "stages":
+            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names if alias.name.split(".")[0] == "stages"]
+    return found
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted((REPO / "stages").rglob("*.py"))}
+LIBRARY = "stages.lib"
+
+
+def test_the_library_imports_no_stage_and_no_stage_imports_another():
+    """Two layers a newcomer can see in the folders: stages/ runs, stages/lib/ is shared. Every import points
+    from a stage into the library, or within the library."""
+    wrong = []
+    for path in MODULES.values():
+        for line, target in stage_imports(path):
+            if not target.startswith(f"{LIBRARY}.") and target != LIBRARY:
+                wrong.append(f"{path.relative_to(REPO)}:{line} imports the stage module {target}")
+    assert not wrong, "\n".join(wrong)
+
+
+def library_unit(module: str) -> str:
+    """A library module's unit: its subpackage (rewards, generation, data) or itself (configs)."""
+    return module.split(".")[2]
+
+
+def test_the_library_s_modules_and_packages_import_each_other_without_a_cycle():
+    edges = {}
+    for name, path in MODULES.items():
+        if name.startswith(f"{LIBRARY}."):
+            for _, target in stage_imports(path):
+                unit = library_unit(".".join(target.split(".")[:3]))
+                if unit != library_unit(name):
+                    edges.setdefault(library_unit(name), set()).add(unit)
+    done, visiting = set(), []
+
+    def visit(unit):
+        assert unit not in visiting, f"import cycle: {' -> '.join(visiting[visiting.index(unit):] + [unit])}"
+        if unit in done:
+            return
+        visiting.append(unit)
+        for target in sorted(edges.get(unit, ())):
+            visit(target)
+        visiting.pop()
+        done.add(unit)
+
+    for unit in sorted(edges):
+        visit(unit)
+
+
+# Within the library, the reward and data packages sit low: they import only themselves, the data
+# package and the shared leaves.
+SHARED_LEAVES = {"artifacts", "cli", "latex", "templates", "stop_tokens", "tokenizer"}
 MAY_IMPORT = {"rewards": {"rewards", "data"} | SHARED_LEAVES, "data": {"data"} | SHARED_LEAVES}
 
 
 @pytest.mark.parametrize("package", sorted(MAY_IMPORT))
 def test_dependencies_point_down(package):
-    import ast
-
     upward = []
-    for path in sorted((REPO / "stages" / package).rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else \
-                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
-            for name in names:
-                parts = name.split(".")
-                if parts[0] == "stages" and (len(parts) < 2 or parts[1] not in MAY_IMPORT[package]):
-                    upward.append(f"{path.relative_to(REPO)}:{node.lineno} imports {name}")
+    for path in sorted((REPO / "stages" / "lib" / package).rglob("*.py")):
+        for line, name in stage_imports(path):
+            parts = name.split(".")
+            if parts[:2] != ["stages", "lib"] or len(parts) < 3 or parts[2] not in MAY_IMPORT[package]:
+                upward.append(f"{path.relative_to(REPO)}:{line} imports {name}")
     assert not upward, "\n".join(upward)

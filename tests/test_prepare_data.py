@@ -6,9 +6,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from stages.artifacts import read_manifest
 from stages.data.prepare import Decontaminator, PrepareConfig, main, prepare
-from stages.data.schema import read_table
+from stages.lib.artifacts import read_manifest
+from stages.lib.data.schema import read_table
 
 AIME_PROBLEM = ("Find the number of ordered pairs of positive integers m and n such that m squared times n "
                 "equals 20 to the power 20.")

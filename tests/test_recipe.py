@@ -1,4 +1,4 @@
-"""The stage table (stages/recipe.py) is the one list of stages: the schema's stage lists, the rules and
+"""The stage table (stages/lib/recipe.py) is the one list of stages: the schema's stage lists, the rules and
 the modules agree with it, and names of outputs resolve to their stage."""
 
 import importlib.util
@@ -7,8 +7,8 @@ import re
 import pytest
 import yaml
 
-from stages.config_checks import SCHEMA, load_schema, schema_errors
-from stages.recipe import (
+from stages.lib.config_checks import SCHEMA, load_schema, schema_errors
+from stages.lib.recipe import (
     BROUGHT,
     STAGES,
     Stage,
@@ -19,8 +19,8 @@ from stages.recipe import (
     stages_of_kind,
     template_of,
 )
-from stages.rewards.registry import REWARDS
-from stages.templates import TEMPLATES
+from stages.lib.rewards.registry import REWARDS
+from stages.lib.templates import TEMPLATES
 from tests.snakemake_helpers import REPO
 
 SCHEMA_TEXT = yaml.safe_load(SCHEMA.read_text())

@@ -14,9 +14,10 @@ import pytest
 
 from stages import generate, rejection_sampling
 from stages.generate import completed_prompts, shard_rows
+from stages.lib.progress import ProgressLog
+from stages.lib.rewards.sandbox import isolation_problem
+from stages.lib.templates import CHAT, MATH_INSTRUCTION, R1_ZERO
 from stages.rejection_sampling import RejectionConfig, assemble, longest_paragraph, readable, repeated_ngram_share
-from stages.rewards.sandbox import isolation_problem
-from stages.templates import CHAT, MATH_INSTRUCTION, R1_ZERO
 from tests.snakemake_helpers import REPO
 
 GOOD = "<think>\n2 + 3 = 5\n</think>\n\nThe answer is \\boxed{5}."
@@ -258,10 +259,13 @@ def test_shards_split_prompts_exactly_once():
 
 def test_resume_drops_torn_lines_and_incomplete_prompts(tmp_path):
     work = tmp_path / "shard.jsonl"
-    lines = [json.dumps({"id": pid, "sample": s}) for pid, s in [("a", 0), ("a", 1), ("b", 0), ("b", 1), ("c", 0)]]
-    work.write_text("\n".join(lines) + "\n" + '{"id": "c", "sam')
-    assert completed_prompts(work, 2) == {"a", "b"}
-    assert [json.loads(x)["id"] for x in work.read_text().splitlines()] == ["a", "a", "b", "b"]
+    log = ProgressLog(work, {"model": "m"})
+    log.append([{"id": pid, "sample": s} for pid, s in [("a", 0), ("a", 1), ("b", 0), ("b", 1), ("c", 0)]])
+    log.close()
+    with open(work, "a") as f:
+        f.write('{"id": "c", "sam')  # what a kill mid-write leaves
+    assert completed_prompts(ProgressLog(work, {"model": "m"}), 2) == {"a", "b"}
+    assert [json.loads(x).get("id") for x in work.read_text().splitlines()] == [None, "a", "a", "b", "b"]
 
 
 def _generate(model, prompts, out, work, extra=()):
@@ -275,9 +279,8 @@ def test_a_killed_shard_resumes_without_losing_or_duplicating_samples(tiny_model
     _generate(tiny_model_dir, prompts, tmp_path / "full.jsonl", tmp_path / "full.work")
     # A shard killed after two prompts, in the middle of writing the third one's samples.
     work = tmp_path / "resumed.work"
-    full_lines = (tmp_path / "full.work").read_text().splitlines(keepends=True)
-    work.write_text("".join(full_lines[:7]) + full_lines[7][:20])
-    (tmp_path / "resumed.work.fingerprint").write_text((tmp_path / "full.work.fingerprint").read_text())
+    header, *full_lines = (tmp_path / "full.work").read_text().splitlines(keepends=True)  # the fingerprint first
+    work.write_text(header + "".join(full_lines[:7]) + full_lines[7][:20])
     _generate(tiny_model_dir, prompts, tmp_path / "resumed.jsonl", work)
     rows = [json.loads(x) for x in (tmp_path / "resumed.jsonl").read_text().splitlines()]
     keys = [(r["id"], r["sample"]) for r in rows]
@@ -290,7 +293,7 @@ def test_samples_of_another_model_are_not_reused(tiny_model_dir, small_data_dir,
     prompts = small_data_dir / "rl_prompts.parquet"
     work = tmp_path / "shard.work"
     _generate(tiny_model_dir, prompts, tmp_path / "a.jsonl", work)
-    stale = [json.loads(x) for x in work.read_text().splitlines()]
+    stale = [json.loads(x) for x in work.read_text().splitlines()[1:]]  # after the fingerprint
     _generate(tiny_model_dir, prompts, tmp_path / "b.jsonl", work, extra=("--temperature", "1.0"))
     fresh = [json.loads(x) for x in (tmp_path / "b.jsonl").read_text().splitlines()]
     assert len(fresh) == 18 and fresh != stale
@@ -316,7 +319,7 @@ def test_rejection_cli_writes_the_mixture_and_counts_that_add_up(small_data_dir,
     assert manifest["candidates"] == 4 == manifest["kept_reasoning"] + sum(manifest["removed"].values())
     assert manifest["selected"] == {"math": 2, "general": 3} and manifest["total"] == 5
     # Re-score every reasoning example of the mixture against its prompt's gold answer.
-    from stages.rewards.functions import RewardSettings, build_reward_functions
+    from stages.lib.rewards.functions import RewardSettings, build_reward_functions
 
     gold = {row["id"]: row["solution"] for row in rows}
     math_rows = [r for r in mixture if r["domain"] == "math"]
@@ -340,7 +343,7 @@ def test_a_broken_shard_line_is_named(small_data_dir, tmp_path, workers):
 
 
 def test_judge_verdicts_are_parsed_strictly():
-    from stages.judge import parse_verdict
+    from stages.lib.judge import parse_verdict
 
     assert parse_verdict("CORRECT") is True and parse_verdict(" incorrect.\n") is False
     assert parse_verdict("Correct") is True
@@ -352,8 +355,8 @@ def test_a_judge_model_decides_its_domains_and_a_rerun_reuses_its_verdicts(tiny_
                                                                             capsys):
     """The plumbing, with a tiny model as the judge: its replies are mostly no verdict at all, which
     is the point of parsing strictly (how good a judge is, is the chosen model's matter)."""
-    from stages.generation import load_generator
-    from stages.judge import Judge
+    from stages.lib.generation import load_generator
+    from stages.lib.judge import Judge
 
     rows = [_row(f"q{i}", 0, GOOD.replace("\\boxed{5}", f"\\boxed{{{i}}}"), solution=str(i), domain="open_qa")
             for i in range(6)] + [_row("m", 0, GOOD), _row("m", 1, GOOD.replace("5}", "6}"))]

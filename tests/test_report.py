@@ -62,7 +62,7 @@ def test_the_readme_screenshot_shows_the_current_report():
     """docs/report.png is remade whenever the report's code changes (make tiny, then make screenshot)."""
     stamp = json.loads((REPO / "docs" / "report.png.json").read_text())
     assert stamp["report_code"] == report_code_digest(), (
-        "stages/report.py or stages/plots.py changed since docs/report.png was taken: run `make tiny` and "
+        "stages/report.py or stages/lib/plots.py changed since docs/report.png was taken: run `make tiny` and "
         "`make screenshot`, and update the README's table from the same run")
 
 
@@ -109,7 +109,7 @@ def test_the_report_says_what_makes_each_number_comparable_and_sets_published_fi
 
 def test_rl_curves_plot_the_train_inference_log_prob_gap_when_trl_logs_it():
     """TRL logs how far vLLM's and the trainer's log-probabilities of the sampled tokens are apart (with vLLM)."""
-    from stages.plots import curves_figure
+    from stages.lib.plots import curves_figure
 
     history = [{"step": step, "reward": 0.5, "rewards/accuracy/mean": 0.4, "rewards/format/mean": 0.9,
                 "sampling/sampling_logp_difference/mean": 0.01 * step, "sampling/sampling_logp_difference/max": 0.3}

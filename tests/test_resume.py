@@ -37,7 +37,7 @@ def stage_process(directory: Path) -> int | None:
 
 
 def logged_steps(log: Path) -> int:
-    """Steps the stage has logged (stages.training.ProgressLog: one `step N/M | …` line each)."""
+    """Steps the stage has logged (stages.lib.training.ProgressLog: one `step N/M | …` line each)."""
     return sum(line.startswith("step ") for line in log.read_text().splitlines()) if log.exists() else 0
 
 
@@ -126,7 +126,7 @@ def test_a_training_that_ends_short_of_its_last_step_is_not_published():
 
     import pytest
 
-    from stages.training import StopOnSignal
+    from stages.lib.training import StopOnSignal
 
     stop = StopOnSignal()
     trainer = SimpleNamespace(state=SimpleNamespace(global_step=8, max_steps=16), args=SimpleNamespace(output_dir="w"))
@@ -142,7 +142,7 @@ def test_a_work_dir_that_a_live_process_still_trains_in_is_refused(tmp_path, mon
     checkpoints (NeMo-RL#1624's kind of silent replay)."""
     import pytest
 
-    from stages.training import OWNER, claim_work_dir, process_started
+    from stages.lib.training import OWNER, claim_work_dir, process_started
 
     work, fingerprint = tmp_path / "stage.work", {"config": {"lr": 1}}
     work.mkdir()

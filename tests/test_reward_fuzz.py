@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from stages.rewards.functions import RewardSettings, build_reward_functions
-from stages.rewards.registry import RULE_REWARDS
-from stages.rewards.sandbox import isolation_problem
+from stages.lib.rewards.functions import RewardSettings, build_reward_functions
+from stages.lib.rewards.registry import RULE_REWARDS
+from stages.lib.rewards.sandbox import isolation_problem
 
 NUM_COMPLETIONS = 10_000
 VERIFY_TIMEOUT_S = 0.5

@@ -5,7 +5,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from stages import reward_model
-from stages.data.schema import SCHEMAS
+from stages.lib.data.schema import SCHEMAS
 
 
 def test_reward_model_learns_held_out_preferences(tiny_model_dir, small_data_dir, tmp_path):
@@ -29,7 +29,7 @@ def test_the_harmless_reward_judges_the_end_of_a_long_response(helpful_reward_mo
 
     import torch
 
-    from stages.rewards.model_rewards import RewardModelReward
+    from stages.lib.rewards.model_rewards import RewardModelReward
 
     model_dir = tmp_path / "rm"
     shutil.copytree(helpful_reward_model_dir, model_dir)

@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from stages.rewards.__main__ import main as rewards_cli
-from stages.rewards.functions import RewardSettings, build_reward_functions
-from stages.rewards.language import language_consistency, target_language_share
-from stages.rewards.length import soft_overlong_punishment
-from stages.rewards.registry import RULE_REWARDS
-from stages.rewards.sandbox import isolation_problem
+from stages.lib.rewards.functions import RewardSettings, build_reward_functions
+from stages.lib.rewards.language import language_consistency, target_language_share
+from stages.lib.rewards.length import soft_overlong_punishment
+from stages.lib.rewards.registry import RULE_REWARDS
+from stages.lib.rewards.sandbox import isolation_problem
+from stages.rewards import main as rewards_cli
 
 R1_ZERO = RewardSettings(template="r1_zero", max_completion_length=64, overlong_buffer=16, verify_timeout_s=2.0)
 CHAT = RewardSettings(template="chat", max_completion_length=64, overlong_buffer=16, verify_timeout_s=2.0)

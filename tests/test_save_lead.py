@@ -5,8 +5,8 @@ import math
 import yaml
 from transformers import AutoModelForCausalLM
 
-from stages.config_checks import job_wall_hours
-from stages.save_lead import BYTES_PER_PARAMETER, SLURM_SLACK_S, parameter_count, save_lead_s, step_seconds
+from stages.lib.save_lead import BYTES_PER_PARAMETER, SLURM_SLACK_S, parameter_count, save_lead_s, step_seconds
+from stages.lib.settings import job_wall_hours
 from tests.snakemake_helpers import REPO, apptainer_env, planned_job_details, snakemake, write_config
 
 

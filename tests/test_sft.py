@@ -9,7 +9,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from transformers import AutoModelForCausalLM
 
 from stages import sft
-from stages.data.schema import SCHEMAS
+from stages.lib.data.schema import SCHEMAS
 from tests.conftest import SMALL_DATA, run_card_snippet
 
 
@@ -102,8 +102,8 @@ def test_examples_longer_than_max_length_are_left_out_not_cut(tiny_model_dir, sm
 
 def test_the_readme_shows_the_model_cards_snippet():
     """The README's "Using a trained model" block is the chat models' card snippet (which test_sft runs)."""
-    from stages.model_card import usage_snippet
-    from stages.templates import CHAT
+    from stages.lib.model_card import usage_snippet
+    from stages.lib.templates import CHAT
 
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     block = readme.split("## Using a trained model", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]

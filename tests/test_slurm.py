@@ -148,7 +148,7 @@ def test_the_fast_dag_runs_as_slurm_jobs_with_the_resources_its_config_asks(clus
 def test_a_work_dir_whose_slurm_job_still_runs_is_refused(cluster, tmp_path, monkeypatch):
     """An orphan of a dead controller: the job that claimed a stage's work directory still runs on the cluster;
     the next trainer refuses the directory until the job has ended (squeue no longer lists it active)."""
-    from stages.training import OWNER, claim_work_dir
+    from stages.lib.training import OWNER, claim_work_dir
 
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     job = subprocess.run(["sbatch", "--parsable", "--partition", PARTITION, "--account", ACCOUNT, "--time", "5",

@@ -8,9 +8,13 @@ from dataclasses import fields
 import pytest
 import yaml
 
-from stages.cli import parse_config
-from stages.config_checks import SCHEMA, cross_field_errors
-from stages.configs import (
+from stages.data.prepare import PrepareConfig
+from stages.data.tiny import TinyDataConfig
+from stages.evaluate import EvaluateConfig
+from stages.generate import GenerateConfig
+from stages.lib.cli import parse_config
+from stages.lib.config_checks import SCHEMA, cross_field_errors
+from stages.lib.configs import (
     GRPOStageConfig,
     RewardModelStageConfig,
     SFTStageConfig,
@@ -19,10 +23,6 @@ from stages.configs import (
     reach_problems,
     trl_field_names,
 )
-from stages.data.prepare import PrepareConfig
-from stages.data.tiny import TinyDataConfig
-from stages.evaluate import EvaluateConfig
-from stages.generate import GenerateConfig
 from stages.rejection_sampling import RejectionConfig
 from tests.snakemake_helpers import REPO, merged, planned_job_details, snakemake, write_config
 

@@ -7,8 +7,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from stages.data.schema import SCHEMAS
-from stages.start_from import artifact_problems
+from stages.lib.data.schema import SCHEMAS
+from stages.lib.start_from import artifact_problems
 from tests.snakemake_helpers import FAST, TINY, merged, planned_jobs, snakemake, write_config
 
 

@@ -9,11 +9,11 @@ import pytest
 from transformers import AutoTokenizer
 
 from stages import sft
-from stages.generation import SamplingSettings
-from stages.generation.vllm_backend import sampling_params, token_prompts
 from stages.grpo import stop_settings
-from stages.templates import CHAT, R1_ZERO
-from stages.tokenizer import END_OF_TEXT, IM_END, stop_token_ids
+from stages.lib.generation import SamplingSettings
+from stages.lib.generation.vllm_backend import sampling_params, token_prompts
+from stages.lib.stop_tokens import END_OF_TEXT, IM_END, stop_token_ids
+from stages.lib.templates import CHAT, R1_ZERO
 
 
 def end_ids(tokenizer) -> set[int]:
@@ -53,7 +53,7 @@ def multi_token_tags_tokenizer(directory):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from stages.tokenizer import IM_START, SPECIAL_TOKENS
+    from stages.lib.tokenizer import IM_START, SPECIAL_TOKENS
 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

@@ -1,8 +1,9 @@
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from stages.templates import CHAT, R1_ZERO, THINK_TAGS
-from stages.tokenizer import CHAT_TEMPLATE, chat_template_renderer, stop_token_ids
+from stages.lib.stop_tokens import stop_token_ids
+from stages.lib.templates import CHAT, R1_ZERO, THINK_TAGS
+from stages.lib.tokenizer import CHAT_TEMPLATE, chat_template_renderer
 
 TEXT = "<think> 12 + 7 = 19. 19 加 3 等于 22. </think> <answer> 22 </answer>"
 

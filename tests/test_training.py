@@ -1,4 +1,4 @@
-"""stages.training: which checkpoint a rerun resumes from, and who owns the work directory when
+"""stages.lib.training: which checkpoint a rerun resumes from, and who owns the work directory when
 several processes train one model."""
 
 import threading
@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from stages.training import claim_work_dir, progress_is_stale, resume_checkpoint
+from stages.lib.progress import stamp_matches
+from stages.lib.training import claim_work_dir, resume_checkpoint
 
 
 def _checkpoint(work, step, complete=True):
@@ -65,13 +66,13 @@ def test_other_processes_wait_for_the_main_process_to_claim_the_work_dir(tmp_pat
     claimer.start()
     started = time.time()
     claim_work_dir(str(work), fingerprint)
-    assert time.time() - started >= 0.9 and not progress_is_stale(work / "fingerprint.json", fingerprint)
+    assert time.time() - started >= 0.9 and stamp_matches(work / "fingerprint.json", fingerprint)
     with pytest.raises(TimeoutError, match="did not claim"):
         claim_work_dir(str(work), {"config": {"lr": 3}}, wait_s=0.5)
 
 
 def _claim_as_main(work, fingerprint):
-    from stages.training import write_stamp
+    from stages.lib.training import write_stamp
 
     work.mkdir(parents=True, exist_ok=True)
     write_stamp(work / "fingerprint.json", fingerprint)

@@ -6,7 +6,7 @@ set. Compute jobs read only these files.
     python -m stages.data.prepare --output_dir results/qwen2.5-1.5b/data --sources '{"eval_math500": [...]}'
 
 `--sources` maps a data-set file stem (`rl_prompts`, `cold_start`, `eval_aime24`, ...; see
-stages/data/schema.py for the kinds) to a list of sources, each a JSON object:
+stages/lib/data/schema.py for the kinds) to a list of sources, each a JSON object:
 
     path          hub id, or a local directory / parquet file (same loader)
     name, split, data_dir, revision   as `datasets.load_dataset` takes them
@@ -38,10 +38,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stages.artifacts import staged_output
-from stages.cli import parse_config, print_config
-from stages.data.schema import SCHEMAS, kind_of, normalize_prompt, parse_tests
-from stages.latex import last_boxed
+from stages.lib.artifacts import staged_output
+from stages.lib.cli import parse_config, print_config
+from stages.lib.data.schema import SCHEMAS, kind_of, normalize_prompt, parse_tests
+from stages.lib.latex import last_boxed
 
 FORMATS = ("columns", "gpqa", "hh_rlhf")
 SOURCE_KEYS = {"path", "name", "split", "data_dir", "revision", "format", "fields", "solution_from_boxed",

@@ -15,13 +15,13 @@ from functools import partial
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stages.artifacts import staged_output
-from stages.cli import parse_config, print_config
-from stages.data import general, preferences
-from stages.data.arithmetic import make_problem, random_fact
-from stages.data.programs import make_code_problem
-from stages.data.schema import FILES, SCHEMAS, normalize_prompt
-from stages.templates import CHAT, R1_ZERO, chat_messages, code_block
+from stages.lib.artifacts import staged_output
+from stages.lib.cli import parse_config, print_config
+from stages.lib.data import general, preferences
+from stages.lib.data.arithmetic import make_problem, random_fact
+from stages.lib.data.programs import make_code_problem
+from stages.lib.data.schema import FILES, SCHEMAS, normalize_prompt
+from stages.lib.templates import CHAT, R1_ZERO, chat_messages, code_block
 
 CHINESE_OPS = {"+": "加", "-": "减", "*": "乘"}
 
@@ -293,7 +293,7 @@ def write_tables(tables: dict[str, list[dict]], directory) -> None:
 
 
 def main(argv=None):
-    from stages.tokenizer import chat_template_renderer
+    from stages.lib.tokenizer import chat_template_renderer
 
     config = parse_config(TinyDataConfig, argv)
     print_config(config)

@@ -24,7 +24,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from stages.data.tiny import TinyDataConfig, generate
-from stages.tokenizer import END_OF_TEXT, chat_template_renderer, train_tokenizer
+from stages.lib.stop_tokens import END_OF_TEXT
+from stages.lib.tokenizer import chat_template_renderer, train_tokenizer
 
 # The models the real configs name (base, students, published models), each built at its hub id.
 MODELS = ["Qwen/Qwen2.5-Math-1.5B", "Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-7B",

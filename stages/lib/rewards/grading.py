@@ -1,14 +1,14 @@
 """The one judge of correctness. A math row (a gold `solution`) is right when its final answer
 verifies against the solution, a code row (`tests`) when its program passes the cases in the sandbox.
-GRPO's `accuracy` and `code` rewards (stages/rewards/functions.py), rejection sampling and evaluation
+GRPO's `accuracy` and `code` rewards (stages/lib/rewards/functions.py), rejection sampling and evaluation
 all grade through a `Grader`: one owner of the answer verifier, the sandbox and the domain split.
 """
 
-from stages.data.schema import parse_tests
-from stages.rewards.answers import extract_final_answer
-from stages.rewards.code import CodeVerifier, extract_program, is_code_row
-from stages.rewards.verify import AnswerVerifier
-from stages.templates import ResponseFormat, response_format
+from stages.lib.data.schema import parse_tests
+from stages.lib.rewards.answers import extract_final_answer
+from stages.lib.rewards.code import CodeVerifier, extract_program, is_code_row
+from stages.lib.rewards.verify import AnswerVerifier
+from stages.lib.templates import ResponseFormat, response_format
 
 
 def has_solution(row: dict) -> bool:

@@ -1,5 +1,5 @@
 """Execution-based accuracy for code: the program in the completion's summary, run against the
-row's test cases in the sandbox (stages/rewards/sandbox.py).
+row's test cases in the sandbox (stages/lib/rewards/sandbox.py).
 
 A row's `tests` is a JSON list (or the list itself) of cases, each either
     {"input": "2 3\\n", "output": "5\\n"}          stdin in, stdout compared line by line
@@ -14,8 +14,8 @@ import re
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 
-from stages.rewards.sandbox import Sandbox, SandboxLimits
-from stages.templates import ResponseFormat
+from stages.lib.rewards.sandbox import Sandbox, SandboxLimits
+from stages.lib.templates import ResponseFormat
 
 FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)```", re.S)
 LANGUAGE_TAGS = {"python": {"python", "py", "python3"}}

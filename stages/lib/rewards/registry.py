@@ -1,6 +1,6 @@
 """Every reward a GRPO section may name, once: rule rewards score a completion against its row
-(stages.rewards.functions), reward-model rewards score it with a trained reward model
-(stages.rewards.model_rewards). The config schema's list of reward names is this table's keys.
+(stages.lib.rewards.functions), reward-model rewards score it with a trained reward model
+(stages.lib.rewards.model_rewards). The config schema's list of reward names is this table's keys.
 Torch-free: the workflow's config checks read it."""
 
 from dataclasses import dataclass
@@ -14,15 +14,15 @@ class Reward:
 
 
 REWARDS = {
-    "accuracy": Reward("stages.rewards.functions:Accuracy"),
-    "code": Reward("stages.rewards.functions:Code"),
-    "format": Reward("stages.rewards.functions:Format"),
-    "tag_count": Reward("stages.rewards.functions:TagCount"),
-    "language": Reward("stages.rewards.functions:LanguageConsistency"),
-    "overlong": Reward("stages.rewards.functions:SoftOverlong"),
+    "accuracy": Reward("stages.lib.rewards.functions:Accuracy"),
+    "code": Reward("stages.lib.rewards.functions:Code"),
+    "format": Reward("stages.lib.rewards.functions:Format"),
+    "tag_count": Reward("stages.lib.rewards.functions:TagCount"),
+    "language": Reward("stages.lib.rewards.functions:LanguageConsistency"),
+    "overlong": Reward("stages.lib.rewards.functions:SoftOverlong"),
     # The paper's helpful model judges the summary only, its harmless model the whole response.
-    "helpful_rm": Reward("stages.rewards.model_rewards:RewardModelReward", "helpful_reward_model", "summary"),
-    "harmless_rm": Reward("stages.rewards.model_rewards:RewardModelReward", "harmless_reward_model", "response"),
+    "helpful_rm": Reward("stages.lib.rewards.model_rewards:RewardModelReward", "helpful_reward_model", "summary"),
+    "harmless_rm": Reward("stages.lib.rewards.model_rewards:RewardModelReward", "harmless_reward_model", "response"),
 }
 RULE_REWARDS = tuple(name for name, reward in REWARDS.items() if not reward.model_key)
 MODEL_REWARDS = tuple(name for name, reward in REWARDS.items() if reward.model_key)

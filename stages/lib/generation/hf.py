@@ -3,8 +3,8 @@
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from stages.generation import ContextBoundGenerator, Sample, SamplingSettings
-from stages.tokenizer import split_stop_strings, stop_token_ids
+from stages.lib.generation import ContextBoundGenerator, Sample, SamplingSettings
+from stages.lib.stop_tokens import split_stop_strings, stop_token_ids
 
 
 class TransformersGenerator(ContextBoundGenerator):

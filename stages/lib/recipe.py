@@ -20,7 +20,7 @@ class Stage:
     module: str  # its command line: python -m <module>
     kind: str  # pretraining, grpo, sft, generation, rejection_sampling, reward_model
     output: str
-    template: str = "chat"  # how its model is prompted (stages.templates.TEMPLATES; none: it makes no policy)
+    template: str = "chat"  # how its model is prompted (stages.lib.templates.TEMPLATES; none: it makes no policy)
     compared_with: str = ""  # the output whose evaluation the report measures its change against
     launchable: bool = False  # stages.launch may spread it over several GPUs and nodes
     brought_as: str = ""  # what `start_from` accepts in its place: policy, reward_model, mixture
@@ -114,7 +114,7 @@ def stage_of(output: str) -> tuple[Stage, dict[str, str]]:
         match = _output_pattern(stage).match(output)
         if match:
             return stage, match.groupdict()
-    raise KeyError(f"{output!r} is no stage's output (stages.recipe.STAGES)")
+    raise KeyError(f"{output!r} is no stage's output (stages.lib.recipe.STAGES)")
 
 
 def label_of(output: str) -> str:

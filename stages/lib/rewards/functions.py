@@ -8,13 +8,13 @@ columns such as `solution` arrive as keyword arguments.
 import os
 from dataclasses import dataclass
 
-from stages.rewards.code import is_code_row
-from stages.rewards.grading import Grader, has_solution
-from stages.rewards.language import language_consistency
-from stages.rewards.length import soft_overlong_punishment
-from stages.rewards.registry import RULE_REWARDS, implementation_of
-from stages.rewards.verify import verify_lanes
-from stages.templates import ResponseFormat, response_format
+from stages.lib.rewards.code import is_code_row
+from stages.lib.rewards.grading import Grader, has_solution
+from stages.lib.rewards.language import language_consistency
+from stages.lib.rewards.length import soft_overlong_punishment
+from stages.lib.rewards.registry import RULE_REWARDS, implementation_of
+from stages.lib.rewards.verify import verify_lanes
+from stages.lib.templates import ResponseFormat, response_format
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class RewardFunction:
 
 
 class Graded(RewardFunction):
-    """Correctness from the one grader (stages/rewards/grading.py) on the rows of the reward's domain;
+    """Correctness from the one grader (stages/lib/rewards/grading.py) on the rows of the reward's domain;
     None for other rows (TRL skips those). The batch's checks run side by side: the verifier's lanes,
     the sandbox's workers."""
 
@@ -126,7 +126,7 @@ class SoftOverlong(RewardFunction):
 
 
 def build_reward_functions(names: list[str], settings: RewardSettings) -> list[RewardFunction]:
-    """The named rule rewards (stages.rewards.registry); `accuracy` and `code` share one grader."""
+    """The named rule rewards (stages.lib.rewards.registry); `accuracy` and `code` share one grader."""
     unknown = [n for n in names if n not in RULE_REWARDS]
     if unknown:
         raise ValueError(f"unknown rule reward(s) {unknown}: available {sorted(RULE_REWARDS)}")

@@ -5,10 +5,10 @@ it. A directory that already has a README.md (a hub model's own card, fetched) k
 import json
 from pathlib import Path
 
-from stages.recipe import description_of, stage_of, template_of
-from stages.templates import MATH_INSTRUCTION, response_format
+from stages.lib.recipe import description_of, stage_of, template_of
+from stages.lib.templates import MATH_INSTRUCTION, response_format
 
-# A level-1 problem of the tiny config's own family (stages/data/arithmetic.py): the tiny models answer it,
+# A level-1 problem of the tiny config's own family (stages/lib/data/arithmetic.py): the tiny models answer it,
 # and so does any real one.
 EXAMPLE_QUESTION = "Ana has 17 apples. She buys 5 apples. How many apples does Ana have now?"
 SETTINGS = ("learning_rate", "num_train_epochs", "max_steps", "per_device_train_batch_size",

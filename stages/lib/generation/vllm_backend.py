@@ -2,8 +2,8 @@
 
 import hashlib
 
-from stages.generation import ContextBoundGenerator, Sample, SamplingSettings, clamp_to_context, model_context
-from stages.tokenizer import stop_token_ids
+from stages.lib.generation import ContextBoundGenerator, Sample, SamplingSettings, clamp_to_context, model_context
+from stages.lib.stop_tokens import stop_token_ids
 
 
 def sampling_params(settings: SamplingSettings, tokenizer, seed: int) -> dict:

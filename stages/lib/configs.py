@@ -1,4 +1,4 @@
-"""The training stages' configs: one dataclass per trainer, each a stage's command line (stages/cli.py)
+"""The training stages' configs: one dataclass per trainer, each a stage's command line (stages/lib/cli.py)
 and the keys of its config section (configs/schema.yaml; a test holds the two equal). Torch-free, so
 the workflow's config checks read their defaults here too.
 
@@ -14,9 +14,9 @@ import os
 from dataclasses import MISSING, dataclass, field, fields
 from typing import ClassVar
 
-from stages.recipe import REWARD_MODEL_KINDS
-from stages.rewards.registry import REWARDS
-from stages.templates import TEMPLATES
+from stages.lib.recipe import REWARD_MODEL_KINDS
+from stages.lib.rewards.registry import REWARDS
+from stages.lib.templates import TEMPLATES
 
 TRACKERS = ("tensorboard", "wandb", "trackio")
 

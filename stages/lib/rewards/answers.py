@@ -2,8 +2,8 @@
 
 import re
 
-from stages.latex import boxed_answers
-from stages.templates import ResponseFormat
+from stages.lib.latex import boxed_answers
+from stages.lib.templates import ResponseFormat
 
 MAX_ANSWER_CHARS = 300  # a final answer longer than this is not an answer (MATH's longest are ~150)
 

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from stages.artifacts import MIXTURE
-from stages.data.schema import SCHEMAS
-from stages.recipe import BROUGHT
+from stages.lib.artifacts import MIXTURE
+from stages.lib.data.schema import SCHEMAS
+from stages.lib.recipe import BROUGHT
 
-# What each artifact that can be brought is (stages.recipe): a causal LM, a reward model (sequence
+# What each artifact that can be brought is (stages.lib.recipe): a causal LM, a reward model (sequence
 # classifier), or the SFT mixture, whose table is this file.
 DATA_FILES = {"mixture": MIXTURE}
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")

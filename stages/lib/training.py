@@ -18,8 +18,9 @@ from transformers.trainer_callback import PrinterCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from transformers.utils import GENERATION_CONFIG_NAME
 
-from stages.artifacts import METRICS, duration, partial_dir, path_digest, write_jsonl
-from stages.tokenizer import stop_token_ids
+from stages.lib.artifacts import METRICS, duration, partial_dir, path_digest, write_jsonl
+from stages.lib.progress import stamp_matches, write_stamp
+from stages.lib.stop_tokens import stop_token_ids
 
 FINGERPRINT = "fingerprint.json"
 # Settings that change where or how often progress is written, not what it is.
@@ -50,15 +51,6 @@ def run_fingerprint(config, inputs: dict[str, str]) -> dict:
     settings = {k: v for k, v in asdict(config).items() if k not in NOT_FINGERPRINTED}
     return {"config": settings,
             "inputs": {name: path_digest(p) if os.path.exists(p) else p for name, p in inputs.items()}}
-
-
-def progress_is_stale(stamp: Path, fingerprint: dict) -> bool:
-    """Whether progress guarded by `stamp` was made with other settings or inputs (or unstamped)."""
-    return not stamp.exists() or stamp.read_text() != json.dumps(fingerprint, sort_keys=True, default=str)
-
-
-def write_stamp(stamp: Path, fingerprint: dict) -> None:
-    stamp.write_text(json.dumps(fingerprint, sort_keys=True, default=str))
 
 
 def process_rank() -> int:
@@ -109,7 +101,7 @@ def claim_work_dir(work_dir: str, fingerprint: dict, wait_s: float = 600.0) -> N
     path = Path(work_dir)
     if process_rank() != 0:
         deadline = time.time() + wait_s
-        while progress_is_stale(path / FINGERPRINT, fingerprint):
+        while not stamp_matches(path / FINGERPRINT, fingerprint):
             if time.time() > deadline:
                 raise TimeoutError(f"the main process did not claim {work_dir} within {wait_s:.0f} s")
             time.sleep(0.5)
@@ -120,7 +112,7 @@ def claim_work_dir(work_dir: str, fingerprint: dict, wait_s: float = 600.0) -> N
             hint = f"`scancel {running.split()[2]}`" if running.startswith("Slurm") else "stop it"
             raise RuntimeError(f"{work_dir} is in use by {running}, left running by an earlier run (a Snakemake "
                                f"controller that died?): wait for it or {hint}, then run again")
-    if path.exists() and progress_is_stale(path / FINGERPRINT, fingerprint):
+    if path.exists() and not stamp_matches(path / FINGERPRINT, fingerprint):
         print(f"{work_dir} holds progress of other settings or inputs: starting afresh", flush=True)
         shutil.rmtree(path)
     path.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ vLLM (GPU, real configs; imported only when chosen).
 import time
 from dataclasses import dataclass, field
 
-from stages.artifacts import duration
+from stages.lib.artifacts import duration
 
 
 @dataclass(frozen=True)
@@ -102,11 +102,11 @@ class ProgressLine:
 
 def load_generator(model_path: str, backend: str = "transformers", **backend_options):
     if backend == "transformers":
-        from stages.generation.hf import TransformersGenerator
+        from stages.lib.generation.hf import TransformersGenerator
 
         return TransformersGenerator(model_path, **backend_options)
     if backend == "vllm":
-        from stages.generation.vllm_backend import VLLMGenerator
+        from stages.lib.generation.vllm_backend import VLLMGenerator
 
         return VLLMGenerator(model_path, **backend_options)
     raise ValueError(f"unknown generation backend {backend!r}: expected 'transformers' or 'vllm'")

@@ -12,7 +12,7 @@ counts it and drops the candidate, since a guess would put unverified answers in
 
 import re
 
-from stages.generation import SamplingSettings
+from stages.lib.generation import SamplingSettings
 
 JUDGE_INSTRUCTION = """You grade a response to a question against the reference answer.
 

@@ -10,7 +10,7 @@ MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 
 SCHEMAS = {
     # Verifiable reasoning problems: RL prompts, rejection-sampling prompts, evaluation sets. Code rows
-    # have `tests` (JSON test cases, stages/rewards/code.py) and an empty `solution`.
+    # have `tests` (JSON test cases, stages/lib/rewards/code.py) and an empty `solution`.
     "reasoning": pa.schema([("id", pa.string()), ("prompt", pa.string()), ("solution", pa.string()),
                             ("level", pa.int64()), ("domain", pa.string()), ("worked_solution", pa.string()),
                             ("tests", pa.string())]),

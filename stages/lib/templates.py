@@ -8,13 +8,13 @@
 A stage looks its format up once from the config's `template` (`response_format(name)`) and passes the
 object on: it renders the prompt, says where generation stops, where the answer lives and whether a
 completion has the format's shape. What an answer or a program is (boxed LaTeX, a fenced block) is
-the rewards' business (stages/rewards/answers.py, code.py); they read it from `answer_text`.
+the rewards' business (stages/lib/rewards/answers.py, code.py); they read it from `answer_text`.
 """
 
 import re
 from pathlib import Path
 
-TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "data" / "templates"
+TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "data" / "templates"
 MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 CODE_INSTRUCTION = "Please reason step by step, and put your final program in a ```python code block."
 # Reasoning domains get their instruction after the question; general prompts go as they are.

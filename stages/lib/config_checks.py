@@ -9,14 +9,14 @@ from pathlib import Path
 import yaml
 from jsonschema import Draft202012Validator
 
-from stages.configs import (
+from stages.lib.configs import (
     GRPOStageConfig,
     RewardModelStageConfig,
     SFTStageConfig,
     trainer_arg_problems,
     trl_field_names,
 )
-from stages.recipe import (
+from stages.lib.recipe import (
     LAUNCHABLE,
     REWARD_MODEL_KINDS,
     STAGES,
@@ -26,13 +26,19 @@ from stages.recipe import (
     required_sections,
     stages_of_kind,
 )
-from stages.rewards.registry import REWARDS
+from stages.lib.rewards.registry import REWARDS
+from stages.lib.settings import (
+    cold_start_source,
+    compute_settings,
+    settings_at,
+    training_world_size,
+)
 
 GRPO_SECTIONS = stages_of_kind("grpo")
 TRAINER_CONFIGS = {"grpo": GRPOStageConfig, "sft": SFTStageConfig, "reward_model": RewardModelStageConfig}
 # Data sets the main line reads, beyond the evaluation sets.
 TRAINING_SETS = ("rl_prompts", "cold_start", "general", "rl_general", "preferences_helpful", "preferences_harmless")
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 SCHEMA = REPO / "configs" / "schema.yaml"
@@ -112,7 +118,7 @@ def renamed_key_errors(config: dict) -> list[str]:
 
 def load_schema(schema_path: Path = SCHEMA) -> dict:
     """The config schema, its lists of stages and rewards filled from their one source each: the stage table
-    (stages/recipe.py) and the reward registry (stages/rewards/registry.py)."""
+    (stages/lib/recipe.py) and the reward registry (stages/lib/rewards/registry.py)."""
     schema = yaml.safe_load(schema_path.read_text())
     properties = schema["properties"]
     schema["required"] = [*schema["required"], *required_sections()]
@@ -138,44 +144,6 @@ def schema_errors(config: dict, schema_path: Path = SCHEMA) -> list[str]:
         return [f"the config has no {', '.join(missing_sections)}: a config file sets every section; to change a "
                 f"few keys, layer yours on a whole config: {LAYERING}"]
     return [line for error in errors for line in explain(error, schema)]
-
-
-CPU_KEYS = ("cpus_per_task", "cpus_per_gpu")  # sbatch takes one or the other, never both
-
-
-def compute_settings(config: dict, stage: str) -> dict:
-    """A stage's `compute` entry over the `default` one (empty without a `compute` section). A stage
-    that names its CPUs either way replaces the default's CPU setting, whichever way that was given."""
-    section = config.get("compute", {})
-    default, own = dict(section.get("default", {})), section.get(stage, {})
-    if any(key in own for key in CPU_KEYS):
-        for key in CPU_KEYS:
-            default.pop(key, None)
-    return {**default, **own}
-
-
-def job_wall_hours(settings: dict) -> float | None:
-    """One job's expected wall time from its compute entry: a GPU job's work (`estimated_gpu_hours`, on an
-    H100) over its GPUs and their speed (`gpu_speed`), as if it scaled linearly; a CPU job's own
-    `estimated_hours`. None without an estimate."""
-    gpus = settings.get("gpu", 0) * settings.get("nodes", 1)
-    if gpus:
-        work = settings.get("estimated_gpu_hours")
-        return None if work is None else work / (gpus * settings.get("gpu_speed", 1.0))
-    return settings.get("estimated_hours")
-
-
-def container_images(config: dict) -> dict[str, str]:
-    """The CPU and GPU Apptainer images: paths relative to the checkout (where `make containers` builds
-    them) or URIs, from the config's `containers` section over the defaults."""
-    return {"cpu": "containers/r1-cpu.sif", "gpu": "containers/r1-gpu.sif", **config.get("containers", {})}
-
-
-def training_world_size(config: dict, stage: str) -> int:
-    """Training processes of a stage: its GPUs over all nodes, less those serving vLLM (at least 1)."""
-    settings = compute_settings(config, stage)
-    gpus = settings.get("gpu", 0) * settings.get("nodes", 1) - settings.get("vllm_server_gpus", 0)
-    return max(gpus, 1)
 
 
 def compute_errors(config: dict) -> list[str]:
@@ -218,11 +186,6 @@ def data_errors(config: dict) -> list[str]:
         needed.append("pretrain")
     missing = [name for name in needed if name not in hub["sets"]]
     return [f"data.hub.sets has no '{name}' (a stage reads it)" for name in missing]
-
-
-def cold_start_source(config: dict) -> str:
-    """What Dev1 learns: `dataset` (the data's cold-start rows) or `r1_zero` (R1-Zero's filtered samples)."""
-    return settings_at(config, "cold_start_data").get("source", "dataset")
 
 
 def cross_field_errors(config: dict) -> list[str]:
@@ -310,13 +273,6 @@ def training_sections(config: dict) -> list[tuple[str, dict, type]]:
         path = STAGES["student"].settings.format(student=name) + ".sft"
         sections.append((path, settings_at(config, path), SFTStageConfig))
     return sections
-
-
-def settings_at(config: dict, path: str) -> dict:
-    """The config section at a dotted key path (empty where there is none)."""
-    for key in path.split("."):
-        config = config.get(key, {}) if isinstance(config, dict) else {}
-    return config
 
 
 def trainer_args_errors(config: dict) -> list[str]:

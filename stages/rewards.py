@@ -13,9 +13,9 @@ import argparse
 import json
 import sys
 
-from stages.rewards.functions import RewardSettings, build_reward_functions
-from stages.rewards.registry import RULE_REWARDS
-from stages.templates import TEMPLATES
+from stages.lib.rewards.functions import RewardSettings, build_reward_functions
+from stages.lib.rewards.registry import RULE_REWARDS
+from stages.lib.templates import TEMPLATES
 
 REQUIRED_FIELDS = ("prompt", "completion")
 ANSWER_FIELDS = ("solution", "tests")  # math rows have a solution, code rows their test cases

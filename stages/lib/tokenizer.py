@@ -5,9 +5,10 @@ import jinja2
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from stages.templates import THINK_TAGS
+from stages.lib.stop_tokens import END_OF_TEXT, IM_END
+from stages.lib.templates import THINK_TAGS
 
-END_OF_TEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
+IM_START = "<|im_start|>"
 SPECIAL_TOKENS = [END_OF_TEXT, IM_START, IM_END]
 
 # Qwen2.5-style ChatML, without a default system prompt.
@@ -48,25 +49,3 @@ def train_tokenizer(texts, vocab_size: int, tags_as_tokens: bool = True) -> PreT
     wrapped.chat_template = CHAT_TEMPLATE
     wrapped.model_max_length = 1024
     return wrapped
-
-
-def stop_token_ids(tokenizer) -> list[int]:
-    """Generation stops at the end of a chat turn or at the end of a document. Both are named, not
-    taken from the eos: a Qwen2.5 base tokenizer's eos is <|endoftext|>, while a model fine-tuned on
-    its ChatML template ends its turns with <|im_end|>."""
-    ids = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids(END_OF_TEXT),
-           tokenizer.convert_tokens_to_ids(IM_END)}
-    return sorted(i for i in ids if i is not None and i != tokenizer.unk_token_id)
-
-
-def split_stop_strings(tokenizer, stop_strings) -> tuple[list[int], list[str]]:
-    """Stop strings that are one token become stop ids (cheap, and any backend honours them); the
-    others stay strings, for backends that can stop on text."""
-    ids, strings = [], []
-    for text in stop_strings:
-        token_ids = tokenizer(text, add_special_tokens=False).input_ids
-        if len(token_ids) == 1:
-            ids.append(token_ids[0])
-        else:
-            strings.append(text)
-    return ids, strings

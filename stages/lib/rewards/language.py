@@ -5,7 +5,7 @@ for `zh`/`ja`, a Hangul run for `ko`, a Cyrillic word for `ru`. Digits and symbo
 
 import re
 
-from stages.templates import reasoning_of
+from stages.lib.templates import reasoning_of
 
 SCRIPTS = {
     "latin": r"[A-Za-z\u00c0-\u024f]+",

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
-from stages.model_card import write_model_card
+from stages.lib.model_card import write_model_card
 
 MANIFEST = "manifest.json"
 METRICS = "metrics.jsonl"
@@ -57,7 +57,7 @@ def code_version() -> str:
     container image has no git."""
     if os.environ.get("R1_CODE_VERSION"):
         return os.environ["R1_CODE_VERSION"]
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     try:
         out = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty"],
                              capture_output=True, text=True, timeout=10)

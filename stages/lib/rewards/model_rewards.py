@@ -14,10 +14,10 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from stages.rewards.code import has_tests
-from stages.rewards.functions import RewardFunction, completion_text
-from stages.rewards.registry import REWARDS, implementation_of
-from stages.templates import summary_of
+from stages.lib.rewards.code import has_tests
+from stages.lib.rewards.functions import RewardFunction, completion_text
+from stages.lib.rewards.registry import REWARDS, implementation_of
+from stages.lib.templates import summary_of
 
 # Written by the reward-model stage beside the model: the mean and spread of its held-out scores.
 REWARD_STATS = "reward_stats.json"
@@ -79,6 +79,6 @@ class RewardModelReward(RewardFunction):
 
 
 def build_model_rewards(model_paths: dict[str, str], device: torch.device) -> list[RewardModelReward]:
-    """The reward-model rewards named (stages.rewards.registry), each with its model, on `device`: in a
+    """The reward-model rewards named (stages.lib.rewards.registry), each with its model, on `device`: in a
     multi-process run, each process's own GPU."""
     return [implementation_of(name)(name, path, device=device) for name, path in model_paths.items()]

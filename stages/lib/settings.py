@@ -1,0 +1,53 @@
+"""Reading a validated config: a section by its key path, a stage's compute entry and wall time, the
+container images, where the cold start comes from. The workflow's rules, the config checks and preflight read
+the config through these."""
+
+
+CPU_KEYS = ("cpus_per_task", "cpus_per_gpu")  # sbatch takes one or the other, never both
+
+
+def compute_settings(config: dict, stage: str) -> dict:
+    """A stage's `compute` entry over the `default` one (empty without a `compute` section). A stage
+    that names its CPUs either way replaces the default's CPU setting, whichever way that was given."""
+    section = config.get("compute", {})
+    default, own = dict(section.get("default", {})), section.get(stage, {})
+    if any(key in own for key in CPU_KEYS):
+        for key in CPU_KEYS:
+            default.pop(key, None)
+    return {**default, **own}
+
+
+def job_wall_hours(settings: dict) -> float | None:
+    """One job's expected wall time from its compute entry: a GPU job's work (`estimated_gpu_hours`, on an
+    H100) over its GPUs and their speed (`gpu_speed`), as if it scaled linearly; a CPU job's own
+    `estimated_hours`. None without an estimate."""
+    gpus = settings.get("gpu", 0) * settings.get("nodes", 1)
+    if gpus:
+        work = settings.get("estimated_gpu_hours")
+        return None if work is None else work / (gpus * settings.get("gpu_speed", 1.0))
+    return settings.get("estimated_hours")
+
+
+def container_images(config: dict) -> dict[str, str]:
+    """The CPU and GPU Apptainer images: paths relative to the checkout (where `make containers` builds
+    them) or URIs, from the config's `containers` section over the defaults."""
+    return {"cpu": "containers/r1-cpu.sif", "gpu": "containers/r1-gpu.sif", **config.get("containers", {})}
+
+
+def training_world_size(config: dict, stage: str) -> int:
+    """Training processes of a stage: its GPUs over all nodes, less those serving vLLM (at least 1)."""
+    settings = compute_settings(config, stage)
+    gpus = settings.get("gpu", 0) * settings.get("nodes", 1) - settings.get("vllm_server_gpus", 0)
+    return max(gpus, 1)
+
+
+def cold_start_source(config: dict) -> str:
+    """What Dev1 learns: `dataset` (the data's cold-start rows) or `r1_zero` (R1-Zero's filtered samples)."""
+    return settings_at(config, "cold_start_data").get("source", "dataset")
+
+
+def settings_at(config: dict, path: str) -> dict:
+    """The config section at a dotted key path (empty where there is none)."""
+    for key in path.split("."):
+        config = config.get(key, {}) if isinstance(config, dict) else {}
+    return config
