@@ -57,7 +57,7 @@ def test_a_cold_start_from_r1_zero_s_samples_is_two_jobs_between_r1_zero_and_dev
     ({"evaluation": {"sets": {"model": "eval_math"}}}, ["'model' should not be valid", "sets"]),
     ({"r1_zero": {"reward_weights": [1.0]}}, ["r1_zero.reward_weights has 1 value(s) but r1_zero.rewards names 3"]),
     ({"reasoning_rl": {"num_generations": 3, "questions_per_step": 3, "gradient_accumulation_steps": 2}},
-     ["reasoning_rl: questions_per_step x num_generations = 9"]),
+     ["reasoning_rl.questions_per_step x num_generations = 9"]),
     ({"r1_zero": {"loss_type": "ppo"}}, ["'ppo' is not one of", "loss_type"]),
     ({"cold_start_data": {"source": "teacher"}}, ["cold_start_data.source: 'teacher' is not one of ['dataset', "]),
     ({"cold_start_data": {"targets": {"general": 5}}}, ["cold_start_data.targets.general: the cold start is"]),
