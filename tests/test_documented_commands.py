@@ -18,6 +18,8 @@ import yaml
 
 from tests.snakemake_helpers import FAKE_APPTAINER_DIR, REPO
 
+pytestmark = pytest.mark.slow  # every documented command, run in a copy of the checkout
+
 # What a user writes in place of the README's placeholders (test paths), and the commands a test cannot run
 # here, each with why.
 PLACEHOLDERS = {"/models/my-dev2": "{tiny_model}", "<this repository>": str(REPO), "<scale>": "qwen2.5-1.5b"}

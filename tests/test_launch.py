@@ -171,6 +171,7 @@ sys.exit(128 + signal.SIGTERM)
 """
 
 
+@pytest.mark.slow
 def test_a_stop_signal_leaves_the_trainers_time_to_save(tmp_path, monkeypatch):
     """A Slurm time limit signals every process of the job step at once (launcher, torchrun, workers). The
     workers must get the time their save takes: torchrun would kill them 30 s after its own SIGTERM, and a
@@ -247,6 +248,7 @@ def test_a_server_that_never_answers_fails_the_launch_before_training(tmp_path):
     assert time.time() - started < 30 and not (tmp_path / "started").exists()
 
 
+@pytest.mark.slow
 def test_a_dead_server_fails_the_launch():
     code = run([Task("vllm-server", "localhost", _python("import sys; sys.exit(1)")),
                 Task("train-0", "localhost", _python("import time; time.sleep(60)"))], wrap=lambda t: t.argv,

@@ -31,6 +31,7 @@ def table(output: str) -> dict[str, list[str]]:
     return rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", REAL_CONFIGS)
 def test_the_shipped_profile_is_flagged_and_each_real_config_is_priced(name, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # an empty directory: the whole DAG is planned
@@ -163,6 +164,7 @@ def preflight_table(tmp_path, monkeypatch, capsys, *layered: dict) -> tuple[dict
     return table(output), output
 
 
+@pytest.mark.slow
 def test_estimates_are_work_so_a_stages_wall_time_follows_its_gpus_and_their_speed(tmp_path, monkeypatch, capsys):
     """4 GPUs instead of 8 double R1-Zero's hours and keep its GPU-hours; GPUs half as fast double both."""
     rows, output = preflight_table(tmp_path, monkeypatch, capsys)
@@ -176,6 +178,7 @@ def test_estimates_are_work_so_a_stages_wall_time_follows_its_gpus_and_their_spe
     assert "published figure for r1_zero: DeepScaleR-1.5B-Preview" in output
 
 
+@pytest.mark.slow
 def test_the_critical_path_is_the_longest_chain_of_wall_times(tmp_path, monkeypatch, capsys):
     _, output = preflight_table(tmp_path, monkeypatch, capsys)
     config = yaml.safe_load((REPO / "configs" / "qwen2.5-1.5b.yaml").read_text())["compute"]

@@ -14,6 +14,8 @@ from stages.lib.rewards.functions import RewardSettings, build_reward_functions
 from stages.lib.rewards.registry import RULE_REWARDS
 from stages.lib.rewards.sandbox import isolation_problem
 
+pytestmark = pytest.mark.slow  # 10,000 generated completions through every reward
+
 NUM_COMPLETIONS = 10_000
 VERIFY_TIMEOUT_S = 0.5
 # A call may wait for one symbolic check to be killed, plus a fresh verifier worker's start-up.
