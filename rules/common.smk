@@ -12,7 +12,8 @@ from stages.lib.config_checks import command_line_errors, cross_field_errors, sc
 from stages.lib.configs import GRPOStageConfig, default_of
 from stages.lib.recipe import REWARD_MODEL_KINDS, STAGES, template_of
 from stages.lib.save_lead import DEFAULT_WRITE_GB_S, parameter_count, save_lead_s, step_seconds
-from stages.lib.settings import cold_start_source, compute_settings, container_images, job_wall_hours, settings_at
+from stages.lib.settings import (cold_start_source, compute_settings, container_images, job_wall_hours, settings_at,
+                                 uses_launcher)
 
 CONFIG_ERRORS = schema_errors(config) or cross_field_errors(config)  # the second reads keys the first checked
 if CONFIG_ERRORS:
@@ -245,14 +246,9 @@ def stage_resources(stage):
     return resources
 
 
-def uses_launcher(stage):
-    settings = compute_settings(config, stage)
-    return settings.get("nodes", 1) > 1 or settings.get("gpu", 0) > 1 or bool(settings.get("vllm_server_gpus"))
-
-
 def launcher(stage, module):
     """How a training stage starts: a plain process, or stages.launch for several GPUs or nodes."""
-    if not uses_launcher(stage):
+    if not uses_launcher(compute_settings(config, stage)):
         return f"python -m {module}"
     settings = compute_settings(config, stage)
     flags = [f"--module {module}", f"--nodes {settings.get('nodes', 1)}", f"--gpus_per_node {settings.get('gpu', 0)}"]
@@ -288,7 +284,7 @@ def container_image(stage):
     """The image Snakemake runs a stage's job in. None for jobs that start stages.launch: a container
     around the job would hide srun and the allocation, so the launcher runs on the host and starts each
     task in the image itself (task_container_prefix)."""
-    return None if uses_launcher(stage) else stage_image(stage)
+    return None if uses_launcher(compute_settings(config, stage)) else stage_image(stage)
 
 
 def task_container_prefix(stage):

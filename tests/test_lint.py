@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.lib.settings import compute_settings
+from stages.lib.settings import compute_settings, uses_launcher
 from stages.preflight import COMPUTE_KEY_OF_RULE
 from tests.snakemake_helpers import REPO, merged, snakemake, write_config
 
@@ -38,8 +38,7 @@ def lints(output: str) -> dict[str, set[str]]:
 
 
 def launched(config: dict, rule: str) -> bool:
-    settings = compute_settings(config, COMPUTE_KEY_OF_RULE.get(rule, rule))
-    return settings.get("nodes", 1) > 1 or settings.get("gpu", 0) > 1 or bool(settings.get("vllm_server_gpus"))
+    return uses_launcher(compute_settings(config, COMPUTE_KEY_OF_RULE.get(rule, rule)))
 
 
 @pytest.mark.parametrize("name, override", [(name, {}) for name in ["tiny", "qwen2.5-1.5b", "qwen2.5-7b", "paper"]]

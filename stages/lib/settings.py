@@ -51,3 +51,9 @@ def settings_at(config: dict, path: str) -> dict:
     for key in path.split("."):
         config = config.get(key, {}) if isinstance(config, dict) else {}
     return config
+
+
+def uses_launcher(settings: dict) -> bool:
+    """Whether a job with these compute settings starts stages.launch (several GPUs or nodes, or a vLLM
+    server beside the trainers) rather than one plain process."""
+    return settings.get("nodes", 1) > 1 or settings.get("gpu", 0) > 1 or bool(settings.get("vllm_server_gpus"))
