@@ -21,6 +21,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if SUBPROCESS_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("vllm"):
             item.add_marker(pytest.mark.slow)
+
+
 SMALL_DATA = dict(num_rl_prompts=200, num_cold_start=96, num_general=60, num_eval_math=40,
                   num_eval_general=20, num_pretrain_docs=800, num_preference_pairs=400, num_rl_general=40,
                   num_rl_code=40, num_cold_start_code=24, num_eval_code=20, num_pretrain_code_docs=160)

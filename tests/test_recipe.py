@@ -9,9 +9,9 @@ import yaml
 
 from stages.lib.config_checks import SCHEMA, load_schema, schema_errors
 from stages.lib.recipe import (
-    BROUGHT,
     STAGES,
     Stage,
+    brought,
     compared_with,
     label_of,
     required_sections,
@@ -40,8 +40,8 @@ def test_the_schema_file_types_no_list_of_stages_or_rewards():
 
 def test_the_loaded_schema_s_lists_are_the_recipe_s():
     properties = load_schema()["properties"]
-    assert set(properties["start_from"]["propertyNames"]["enum"]) == set(BROUGHT)
-    assert BROUGHT["rejection_sampling"] == "mixture" and BROUGHT["reward_model_harmless"] == "reward_model"
+    assert set(properties["start_from"]["propertyNames"]["enum"]) == set(brought())
+    assert brought()["rejection_sampling"] == "mixture" and brought()["reward_model_harmless"] == "reward_model"
     assert set(properties["compute"]["properties"]) == {stage.compute for stage in STAGES.values()} | \
         {"default", "evaluate"}
     (named, pattern) = properties["evaluation"]["properties"]["models"]["items"]["anyOf"]

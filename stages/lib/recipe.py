@@ -95,13 +95,13 @@ def evaluable() -> tuple[str, ...]:
 
 
 def brought() -> dict[str, str]:
-    """What `start_from` accepts: output folder -> what it must hold (one folder per reward model kind)."""
+    """What `start_from` accepts: output folder -> what it must hold (one folder per reward model kind; a
+    student's outputs depend on the config, and none is brought)."""
     return {stage.output.format(kind=kind): stage.brought_as for stage in STAGES.values() if stage.brought_as
             for kind in (REWARD_MODEL_KINDS if "{kind}" in stage.output else ("",))}
 
 
 LAUNCHABLE = tuple(stage.compute for stage in STAGES.values() if stage.launchable)
-BROUGHT = brought()  # students' outputs depend on the config: none is brought
 
 
 def _output_pattern(stage: Stage) -> re.Pattern:

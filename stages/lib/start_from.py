@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 
 from stages.lib.artifacts import MIXTURE
 from stages.lib.data.schema import SCHEMAS
-from stages.lib.recipe import BROUGHT
+from stages.lib.recipe import brought
 
 # What each artifact that can be brought is (stages.lib.recipe): a causal LM, a reward model (sequence
 # classifier), or the SFT mixture, whose table is this file.
@@ -52,13 +52,14 @@ def data_problems(path: Path, filename: str) -> list[str]:
 
 def artifact_problems(stage: str, path: str) -> list[str]:
     """Everything wrong with `path` as stage `stage`'s output; empty when it can stand in for it."""
-    if stage not in BROUGHT:
-        return [f"start_from.{stage}: not a stage that can be brought (one of {list(BROUGHT)})"]
+    bringable = brought()
+    if stage not in bringable:
+        return [f"start_from.{stage}: not a stage that can be brought (one of {list(bringable)})"]
     directory = Path(path)
     if not directory.is_dir():
         return [f"start_from.{stage}: {path} is not a directory"]
-    if BROUGHT[stage] == "mixture":
-        problems = data_problems(directory, DATA_FILES[BROUGHT[stage]])
+    if bringable[stage] == "mixture":
+        problems = data_problems(directory, DATA_FILES[bringable[stage]])
     else:
-        problems = model_problems(directory, reward_model=BROUGHT[stage] == "reward_model")
+        problems = model_problems(directory, reward_model=bringable[stage] == "reward_model")
     return [f"start_from.{stage}: {path}: {problem}" for problem in problems]

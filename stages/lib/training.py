@@ -28,6 +28,8 @@ NOT_FINGERPRINTED = ("output_dir", "work_dir", "output_file", "work_file", "logg
                      "prompts_per_batch", "batch_size", "attn_implementation", "use_liger_kernel", "vllm_server_host",
                      "vllm_server_port", "vllm_gpu_memory_utilization", "report_to", "run_name", "project",
                      "tensorboard_dir", "log_completions")
+
+
 def refuse_data_parallel() -> None:
     """One process that sees several GPUs would train under torch.nn.DataParallel (the Trainer's choice
     for SFT and reward models) or stop inside TRL (GRPO): neither is what the config asked for."""
