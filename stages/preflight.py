@@ -27,6 +27,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -270,20 +271,37 @@ def partition_problems(jobs: list[PlannedJob], partitions: dict[str, PartitionLi
     return problems
 
 
-def snakemake_plan(configfiles: list[Path], profile: str, without_apptainer: bool, *mode: str) -> str:
-    """What Snakemake plans for `all` with this config and profile (`-n -p`, or another planning mode)."""
-    command = [sys.executable, "-m", "snakemake", *(mode or ("-n", "-p")), "all", "--profile", profile,
-               "-s", str(REPO / "Snakefile"), "-d", os.getcwd()]
-    if without_apptainer:  # Snakemake asks for `apptainer --version` even in a dry run
-        command += ["--sdm", "env-modules"]
-    command += ["--configfile", *map(str, configfiles)]  # last: it takes every value after it
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        raise SystemExit(f"preflight: the dry run failed ({' '.join(command)}):\n"
-                         f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
-    return done.stdout
+class SnakemakePlan:
+    """What Snakemake plans for `all` with this config and profile (`-n -p`, or another planning mode), run in the
+    background from the moment it is made: preflight's two plans take one core each instead of one after the other."""
+
+    def __init__(self, configfiles: list[Path], profile: str, without_apptainer: bool, *mode: str):
+        self.command = [sys.executable, "-m", "snakemake", *(mode or ("-n", "-p")), "all", "--profile", profile,
+                        "-s", str(REPO / "Snakefile"), "-d", os.getcwd()]
+        if without_apptainer:  # Snakemake asks for `apptainer --version` even in a dry run
+            self.command += ["--sdm", "env-modules"]
+        self.command += ["--configfile", *map(str, configfiles)]  # last: it takes every value after it
+        env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+                   PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+        # files, not pipes: a plan that fills a pipe nobody reads yet would wait for the other one
+        self.stdout, self.stderr = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+        self.process = subprocess.Popen(self.command, stdout=self.stdout, stderr=self.stderr, text=True, env=env)
+
+    def output(self) -> str:
+        """The plan's standard output, once Snakemake has ended; exits naming the command when it failed."""
+        self.process.wait()
+        stdout, stderr = (self.read(file) for file in (self.stdout, self.stderr))
+        if self.process.returncode != 0:
+            raise SystemExit(f"preflight: the dry run failed ({' '.join(self.command)}):\n"
+                             f"{stdout[-3000:]}{stderr[-3000:]}")
+        return stdout
+
+    @staticmethod
+    def read(file) -> str:
+        file.seek(0)
+        text = file.read()
+        file.close()
+        return text
 
 
 def gpu_hours_table(jobs: list[PlannedJob], config: dict, retries: int,
@@ -325,9 +343,9 @@ def gpu_hours_table(jobs: list[PlannedJob], config: dict, retries: int,
     return rows, problems
 
 
-def dag_edges(configfiles: list[Path], profile: str, without_apptainer: bool) -> tuple[dict[int, str], list]:
-    """The planned DAG (`snakemake --d3dag`): job id -> rule, and (before, after) job id pairs."""
-    dag = json.loads(snakemake_plan(configfiles, profile, without_apptainer, "--d3dag"))
+def dag_edges(plan: SnakemakePlan) -> tuple[dict[int, str], list]:
+    """The planned DAG (a `snakemake --d3dag` plan): job id -> rule, and (before, after) job id pairs."""
+    dag = json.loads(plan.output())
     return {node["id"]: node["value"]["rule"] for node in dag["nodes"]}, [(e["u"], e["v"]) for e in dag["edges"]]
 
 
@@ -391,6 +409,8 @@ def main(argv=None) -> int:
     profile_file = profile_file_of(args.profile)
     profile = yaml.safe_load(profile_file.read_text())
     launch = launch_command(args.configfile, args.profile)
+    plan_args = (args.configfile, args.profile, uses_apptainer(profile) and not apptainer_available())
+    job_plan, dag_plan = SnakemakePlan(*plan_args), SnakemakePlan(*plan_args, "--d3dag")  # while the checks run
 
     problems = profile_problems(profile_file, profile, launch_command(args.configfile, args.profile,
                                                                       "--sdm", "env-modules"))
@@ -398,11 +418,10 @@ def main(argv=None) -> int:
         problems += image_problems(config)
     if not uses_apptainer(profile) or (apptainer_available() and not image_problems(config)):
         problems += sandbox_problems(config, profile)  # in the image, once there is one to run
-    plan_args = (args.configfile, args.profile, uses_apptainer(profile) and not apptainer_available())
-    jobs = planned_jobs(snakemake_plan(*plan_args))
+    jobs = planned_jobs(job_plan.output())
     problems += partition_problems(jobs, slurm_partitions())
 
-    dag = dag_edges(*plan_args)
+    dag = dag_edges(dag_plan)
     rows, retry_problems = gpu_hours_table(jobs, config, int(profile.get("retries", 0)), rule_order(*dag))
     problems += retry_problems
     hours_of_rule = {job.rule: job_wall_hours(compute_settings(config, job.compute_key)) or 0.0 for job in jobs}
