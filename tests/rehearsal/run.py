@@ -34,6 +34,7 @@ from pathlib import Path
 
 import yaml
 
+from stages import preflight
 from tests.rehearsal import hub
 from tests.snakemake_helpers import CLUSTER_PATH, FAKE_APPTAINER_DIR, REPO, SNAKEMAKE, site_profile
 
@@ -111,15 +112,51 @@ def snakemake(env: dict, configs: list[Path], *args: str) -> subprocess.Complete
                 "--configfile", *map(str, configs), str(WORK / "site.yaml")], env=env)
 
 
-def sacct_jobs(since: str) -> list[dict]:
-    fields = ["JobID", "Comment", "State", "NNodes", "AllocTRES", "Elapsed"]
-    done = subprocess.run(["sacct", "-n", "-P", "-X", "-S", since, "-o", ",".join(fields)], capture_output=True,
+def sacct_jobs(since: str, *jobs: str) -> list[dict]:
+    """The Slurm jobs since then (allocations), or the given jobs' steps too."""
+    fields = ["JobID", "Comment", "State", "NNodes", "NTasks", "NodeList", "AllocTRES", "Elapsed"]
+    which = ["--jobs", ",".join(jobs)] if jobs else ["-X"]
+    done = subprocess.run(["sacct", "-n", "-P", *which, "-S", since, "-o", ",".join(fields)], capture_output=True,
                           text=True, check=True)
     return [dict(zip(fields, line.split("|"))) for line in done.stdout.splitlines() if line]
 
 
 def rule_of(comment: str) -> str:
     return comment.removeprefix("rule_").split("_wildcards")[0]
+
+
+def jobs_by_rule(jobs: list[dict]) -> dict[str, list[dict]]:
+    by_rule: dict[str, list[dict]] = {}
+    for job in jobs:
+        if job["Comment"].startswith("rule_"):
+            by_rule.setdefault(rule_of(job["Comment"]), []).append(job)
+    return by_rule
+
+
+def allocation_problems(plan: list[preflight.PlannedJob], by_rule: dict[str, list[dict]]) -> list[str]:
+    """Where Slurm's jobs differ from the plan: every rule that runs on the cluster as many jobs as planned, the
+    login-node rules none, and each job holding the nodes, GPUs and memory its compute settings ask."""
+    planned: dict[str, list[preflight.PlannedJob]] = {}
+    for job in plan:
+        planned.setdefault(job.rule, []).append(job)
+    counts = {rule: (len(by_rule.get(rule, [])), len(planned.get(rule, []))) for rule in set(planned) | set(by_rule)}
+    problems = [f"{rule}: {ran} Slurm job(s), {wanted} planned" for rule, (ran, wanted) in sorted(counts.items())
+                if ran != wanted]
+    for rule, jobs in planned.items():
+        nodes, mem_mb = int(jobs[0].resources.get("nodes", 1)), int(jobs[0].resources["mem_mb"])
+        wanted = {"node": str(nodes), "gres/gpu": str(jobs[0].gpus) if jobs[0].gpus else None,
+                  "mem": f"{mem_mb * nodes}M"}
+        for job in by_rule.get(rule, []):
+            held = dict(item.split("=", 1) for item in job["AllocTRES"].split(",") if "=" in item)
+            if {key: held.get(key) for key in wanted} != wanted:
+                problems.append(f"{rule} (job {job['JobID']}): holds {job['AllocTRES']}, planned {wanted}")
+    return problems
+
+
+def apptainer_calls() -> list[list[str]]:
+    """Every `apptainer` call so far (the stand-in's log): Snakemake's for each job, the launcher's for each task."""
+    path = WORK / "apptainer-calls.jsonl"
+    return [json.loads(line)["argv"] for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def log(run_name: str, name: str) -> str:
@@ -132,30 +169,34 @@ def rehearse_15b(env: dict) -> None:
     done = run([sys.executable, "-m", "stages.preflight", "--configfile", str(CONFIG_15B), str(OVERLAY),
                 str(WORK / "site.yaml"), "--profile", str(WORK / "profile")], env=env, cwd=WORK)
     say(done.stdout[-1500:])
-    check(done.returncode == 0 and "\nnothing to fix; launch with: snakemake all " in done.stdout,
-          "preflight: nothing to fix, the code sandbox tried in the GPU image")
+    check(done.returncode == 0 and "\nnothing to fix; launch with: snakemake all " in done.stdout
+          and "r1_zero" in done.stdout and "prepare_data" not in done.stdout,
+          "preflight: nothing to fix, the code sandbox tried in the GPU image, the login-node rules not priced")
+    plan = snakemake(env, [CONFIG_15B, OVERLAY], "-n", "-p", "all")
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 5))
     done = snakemake(env, [CONFIG_15B, OVERLAY], "all")
-    check(done.returncode == 0, f"snakemake all: exit {done.returncode}")
+    run_dir = WORK / "results" / "qwen2.5-1.5b"
+    check(done.returncode == 0 and (run_dir / "report" / "report.html").exists(),
+          f"snakemake all: exit {done.returncode}, the report written")
     if done.returncode:
         say(done.stdout[-5000:] + done.stderr[-5000:])
-    jobs = sacct_jobs(since)
-    by_rule: dict[str, list[dict]] = {}
-    for job in jobs:
-        if job["Comment"].startswith("rule_"):
-            by_rule.setdefault(rule_of(job["Comment"]), []).append(job)
+    by_rule = jobs_by_rule(sacct_jobs(since))
     for rule, group in sorted(by_rule.items()):
         say(f"    {rule:<20} {len(group)} job(s) {sorted({j['State'] for j in group})} "
             f"{group[0]['AllocTRES']} {' '.join(j['Elapsed'] for j in group)}")
-    # The profile's retries resubmit a failed job: each rule's last job must have completed, and a
-    # retried one is named (a finding: the rehearsal found two jobs on one node sharing a port that way).
-    retried = [(rule, j["JobID"], j["State"]) for rule, group in by_rule.items() for j in group
-               if j["State"] != "COMPLETED"]
-    unfinished = [rule for rule, group in by_rule.items() if group[-1]["State"] != "COMPLETED"]
-    check(len(by_rule) >= 10 and not unfinished and done.returncode == 0,
-          f"Slurm jobs: {sum(map(len, by_rule.values()))} over {len(by_rule)} rules, every rule's last one "
-          f"completed; retried by the profile: {retried or 'none'}")
-    run_dir = WORK / "results" / "qwen2.5-1.5b"
+    # Every job completed the first time: the profile's retries would rerun a failed one unseen (the rehearsal
+    # found two jobs on one node sharing a port that way).
+    failed = [(rule, j["JobID"], j["State"]) for rule, group in by_rule.items() for j in group
+              if j["State"] != "COMPLETED"]
+    check(len(by_rule) >= 10 and not failed and done.returncode == 0,
+          f"Slurm jobs: {sum(map(len, by_rule.values()))} over {len(by_rule)} rules, each completed the first time"
+          f"{'' if not failed else f'; failed (slurmd logs in /var/tmp/r1-slurm/log): {failed}'}")
+    problems = allocation_problems(preflight.planned_jobs(plan.stdout), by_rule)
+    check(plan.returncode == 0 and not problems, "every rule but the login node's ran as many Slurm jobs as planned, "
+          f"each with the nodes, GPUs and memory it asked{': ' if problems else ''}{'; '.join(problems)}")
+    calls = apptainer_calls()
+    check(any(str(CPU_IMAGE) in argv and "stages.rejection_sampling" in argv[-1] for argv in calls),
+          "rejection sampling (no GPU) ran in the CPU image, every GPU stage in the GPU image (below)")
     manifests = [json.loads(p.read_text()) for p in run_dir.glob("*/manifest.json")]
     manifests += [json.loads(p.read_text()) for p in run_dir.glob("eval/*/manifest.json")]
     check(bool(manifests) and {m["python"].removesuffix("3") for m in manifests} == {IMAGE_PYTHON},
@@ -181,8 +222,18 @@ def rehearse_15b(env: dict) -> None:
 def rehearse_7b(env: dict) -> None:
     say("\n== configs/qwen2.5-7b.yaml: two-node ZeRO-3 SFT, server-mode R1-Zero")
     configs = [CONFIG_7B, OVERLAY, OVERLAY_7B]
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 5))
     done = snakemake(env, configs, "--retries", "0", "--keep-going", "results/qwen2.5-7b/cold_start_sft",
                      "results/qwen2.5-7b/r1_zero")
+    sft_jobs = jobs_by_rule(sacct_jobs(since)).get("cold_start_sft", [])
+    steps = [step for job in sft_jobs for step in sacct_jobs(since, job["JobID"])  # numbered steps: one per srun
+             if step["JobID"].partition(".")[2].isdigit()]
+    sft_tasks = [argv for argv in apptainer_calls() if "stages.sft" in argv and "--stage" in argv
+                 and "cold_start_sft" in argv and "qwen2.5-7b" in " ".join(argv)]
+    check(sorted(step["NodeList"] for step in steps) == ["n1", "n2"] and all(s["NTasks"] == "1" for s in steps)
+          and len(sft_tasks) == 2 and all(str(GPU_IMAGE) in argv for argv in sft_tasks),
+          f"the 2-node SFT job: one launcher task on each node ({[s['NodeList'] for s in steps]}), each starting "
+          "its trainers in the GPU image")
     sft = log("qwen2.5-7b", "cold_start_sft")
     work = WORK / "results" / "qwen2.5-7b" / ".work" / "cold_start_sft"
     partitions = sorted(p.name for p in work.glob("checkpoint-*/global_step*/zero_pp_rank_*_model_states.pt"))
