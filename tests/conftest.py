@@ -17,10 +17,36 @@ REPO = Path(__file__).resolve().parent.parent
 SUBPROCESS_FIXTURES = {"venv_env", "container_rootfs", "cluster"}
 
 
+# `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`): a test goes to whichever
+# worker is free, except those of one xdist group, which run on one worker, one after the other. Grouped here:
+# - the tests of a module that builds a module-scoped fixture (a cluster, a copied checkout, plans of the
+#   real configs), so that it is built once;
+# - the tests of the CPU image's root filesystem: one worker builds it (95 s on a fresh machine) while the
+#   other would only wait for it;
+# - the vLLM tests: each starts a vLLM CPU engine that takes every core and a GiB of KV cache.
+# On the workers the slow tier goes first: the minutes-long tests start early, and the short ones fill the end.
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if SUBPROCESS_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("vllm"):
             item.add_marker(pytest.mark.slow)
+        group = xdist_group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+    if hasattr(config, "workerinput"):  # an xdist worker: every worker sorts alike, as xdist requires
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def xdist_group(item) -> str | None:
+    if item.get_closest_marker("vllm"):
+        return "vllm"
+    if "container_rootfs" in getattr(item, "fixturenames", ()):
+        return "container_rootfs"
+    fixtures = getattr(item, "_fixtureinfo", None)
+    scopes = {definitions[-1].scope for definitions in (fixtures.name2fixturedefs.values() if fixtures else ())}
+    return item.module.__name__ if "module" in scopes else None
 
 
 SMALL_DATA = dict(num_rl_prompts=200, num_cold_start=96, num_general=60, num_eval_math=40,

@@ -185,7 +185,9 @@ def test_a_stop_signal_leaves_the_trainers_time_to_save(tmp_path, monkeypatch):
     monkeypatch.setenv("PROBE_DIR", str(tmp_path))
     monkeypatch.setenv("SAVE_S", "35")
     monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")  # accelerate
-    config = LaunchConfig(module="save_probe", nodes=1, gpus_per_node=2, stop_grace_s=120)
+    # a free rendezvous port: the default outside Slurm (29500) may be another test's, on the other xdist worker
+    config = LaunchConfig(module="save_probe", nodes=1, gpus_per_node=2, stop_grace_s=120,
+                          main_process_port=free_port())
     tasks = plan(config, ["localhost"], [])
     assert tasks[0].env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] == "120"
 
@@ -248,12 +250,12 @@ def test_a_server_that_never_answers_fails_the_launch_before_training(tmp_path):
     assert time.time() - started < 30 and not (tmp_path / "started").exists()
 
 
-@pytest.mark.slow
-def test_a_dead_server_fails_the_launch():
+def test_a_dead_server_fails_the_launch_and_stops_the_trainers():
+    started = time.time()
     code = run([Task("vllm-server", "localhost", _python("import sys; sys.exit(1)")),
                 Task("train-0", "localhost", _python("import time; time.sleep(60)"))], wrap=lambda t: t.argv,
-               poll_s=0.1)
-    assert code == 1
+               poll_s=0.1, stop_grace_s=2)
+    assert code == 1 and time.time() - started < 20
 
 
 def test_two_process_data_parallel_sft_publishes_one_complete_model(tiny_model_dir, small_data_dir, tmp_path,
@@ -266,7 +268,8 @@ def test_two_process_data_parallel_sft_publishes_one_complete_model(tiny_model_d
     from transformers import AutoModelForCausalLM
 
     out = tmp_path / "dev1"
-    command = [sys.executable, "-m", "stages.launch", "--module", "stages.sft", "--gpus_per_node", "2", "--",
+    command = [sys.executable, "-m", "stages.launch", "--module", "stages.sft", "--gpus_per_node", "2",
+               "--main_process_port", str(free_port()), "--",  # not 29500: the other xdist worker's, maybe
                "--model_path", str(tiny_model_dir), "--train_data", str(small_data_dir / "cold_start.parquet"),
                "--output_dir", str(out), "--work_dir", str(tmp_path / "work"), "--stage", "cold_start_sft",
                "--max_steps", "4", "--per_device_train_batch_size", "4", "--save_steps", "2", "--logging_steps", "1"]

