@@ -135,7 +135,7 @@ def jobs_by_rule(jobs: list[dict]) -> dict[str, list[dict]]:
 
 def allocation_problems(plan: list[preflight.PlannedJob], by_rule: dict[str, list[dict]]) -> list[str]:
     """Where Slurm's jobs differ from the plan: every rule that runs on the cluster as many jobs as planned, the
-    login-node rules none, and each job holding the nodes, GPUs and memory its compute settings ask."""
+    login-node rules none, and each job holding the nodes, GPUs, CPUs and memory its compute settings ask."""
     planned: dict[str, list[preflight.PlannedJob]] = {}
     for job in plan:
         planned.setdefault(job.rule, []).append(job)
@@ -145,7 +145,7 @@ def allocation_problems(plan: list[preflight.PlannedJob], by_rule: dict[str, lis
     for rule, jobs in planned.items():
         nodes, mem_mb = int(jobs[0].resources.get("nodes", 1)), int(jobs[0].resources["mem_mb"])
         wanted = {"node": str(nodes), "gres/gpu": str(jobs[0].gpus) if jobs[0].gpus else None,
-                  "mem": f"{mem_mb * nodes}M"}
+                  "cpu": str(jobs[0].cpus_per_node * nodes), "mem": f"{mem_mb * nodes}M"}
         for job in by_rule.get(rule, []):
             held = dict(item.split("=", 1) for item in job["AllocTRES"].split(",") if "=" in item)
             if {key: held.get(key) for key in wanted} != wanted:
@@ -193,7 +193,7 @@ def rehearse_15b(env: dict) -> None:
           f"{'' if not failed else f'; failed (slurmd logs in /var/tmp/r1-slurm/log): {failed}'}")
     problems = allocation_problems(preflight.planned_jobs(plan.stdout), by_rule)
     check(plan.returncode == 0 and not problems, "every rule but the login node's ran as many Slurm jobs as planned, "
-          f"each with the nodes, GPUs and memory it asked{': ' if problems else ''}{'; '.join(problems)}")
+          f"each with the nodes, GPUs, CPUs and memory it asked{': ' if problems else ''}{'; '.join(problems)}")
     calls = apptainer_calls()
     check(any(str(CPU_IMAGE) in argv and "stages.rejection_sampling" in argv[-1] for argv in calls),
           "rejection sampling (no GPU) ran in the CPU image")
