@@ -164,7 +164,8 @@ down() {
 with() {
     local started=0 status=0
     if ! sinfo -h >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-        if (up); then started=1; else log "no cluster: the Slurm tests skip (or fail where R1_REQUIRE_SLURM=1)"; fi
+        started=1  # taken down after even when it did not come up whole: what it started, it stops
+        (up) || log "the cluster did not come up: the Slurm tests skip (or fail where R1_REQUIRE_SLURM=1)"
     fi
     "$@" || status=$?
     if [ "$started" = 1 ]; then down; fi
