@@ -49,6 +49,29 @@ FAST = {
 PARTITION, ACCOUNT = "cpu", "r1test"
 
 
+def sacct_jobs(since: str, *jobs: str) -> list[dict]:
+    """The test cluster's Slurm jobs since then (allocations only), or the given jobs with their steps."""
+    fields = ["JobID", "Comment", "State", "NNodes", "NTasks", "NodeList", "AllocTRES", "ReqCPUS", "Elapsed"]
+    which = ["--jobs", ",".join(jobs)] if jobs else ["-X"]
+    done = subprocess.run(["sacct", "-n", "-P", *which, "-S", since, "-o", ",".join(fields)], capture_output=True,
+                          text=True, check=True)
+    return [dict(zip(fields, line.split("|"))) for line in done.stdout.splitlines() if line]
+
+
+def job_steps(since: str, job_id: str) -> list[dict]:
+    """A job's numbered steps (one per srun: `123.0`, `123.1`, not `123.batch`)."""
+    return [step for step in sacct_jobs(since, job_id) if step["JobID"].partition(".")[2].isdigit()]
+
+
+def jobs_by_rule(jobs: list[dict]) -> dict[str, list[dict]]:
+    """Snakemake's jobs among sacct's records, by rule (the executor's comment: rule_<name>_wildcards_<...>)."""
+    by_rule: dict[str, list[dict]] = {}
+    for job in jobs:
+        if job["Comment"].startswith("rule_"):
+            by_rule.setdefault(job["Comment"].removeprefix("rule_").split("_wildcards")[0], []).append(job)
+    return by_rule
+
+
 def site_profile(profile: dict) -> dict:
     """The shipped Slurm profile with the test cluster's site values, and quicker status checks."""
     site = dict(profile, **{"slurm-init-seconds-before-status-checks": 2, "latency-wait": 5})

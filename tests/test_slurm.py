@@ -3,7 +3,7 @@
 apt to set the cluster up; CI sets R1_REQUIRE_SLURM=1 so a cluster that does not come up fails the test
 instead of skipping it. The whole DAG through this cluster, checked job by job, is the dress rehearsal's
 (tests/rehearsal/run.py), on the real 1.5B config; here, what only the tiny config has: its base model
-built as a Slurm job (README's first cluster run) and a 2-node SFT on CPU nodes (torchrun, no accelerate)."""
+built as a Slurm job (README's first cluster run) and a 2-node SFT on CPU nodes (gloo, no accelerate config)."""
 
 import json
 import os
@@ -24,8 +24,11 @@ from tests.snakemake_helpers import (
     REPO,
     TINY,
     apptainer_env,
+    job_steps,
+    jobs_by_rule,
     merged,
     planned_jobs,
+    sacct_jobs,
     site_profile,
     snakemake,
     write_config,
@@ -70,18 +73,6 @@ def test_profile_is_the_users_with_site_values_only():
     assert set(site_profile(profile)) == set(profile) | {"latency-wait"}
 
 
-def sacct_jobs(since: str) -> list[dict]:
-    fields = ["JobID", "Comment", "State", "NNodes", "NTasks", "NodeList", "AllocTRES", "ReqCPUS"]
-    done = subprocess.run(["sacct", "-n", "-P", "-S", since, "-o", ",".join(fields)], capture_output=True, text=True,
-                          check=True)
-    return [dict(zip(fields, line.split("|"))) for line in done.stdout.splitlines() if line]
-
-
-def rule_of(comment: str) -> str:
-    # the executor's comment: rule_<name>_wildcards_<...>
-    return comment.removeprefix("rule_").split("_wildcards")[0]
-
-
 def test_the_tiny_dag_to_dev1_runs_as_slurm_jobs_in_the_cpu_image(cluster, container_rootfs, tmp_path, venv_env):
     """The shipped profile with the test cluster's site values; the stand-in `apptainer` (tests/containers) on
     the CPU image's root filesystem; Snakemake by its path with a PATH that holds no venv, as on a cluster."""
@@ -100,13 +91,10 @@ def test_the_tiny_dag_to_dev1_runs_as_slurm_jobs_in_the_cpu_image(cluster, conta
     done = snakemake(tmp_path, config_path, "dev1", "--profile", str(profile_dir), env=env, check=False)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-6000:]
 
-    records = sacct_jobs(since)
-    jobs = [r for r in records if "." not in r["JobID"] and r["Comment"].startswith("rule_")]
-    ran = {}
-    for job in jobs:
-        ran.setdefault(rule_of(job["Comment"]), []).append(job)
+    ran = jobs_by_rule(sacct_jobs(since))
     # every job completed the first time (a failed one would pass unseen: the profile's retries rerun it)
-    failed = [(rule_of(job["Comment"]), job["JobID"], job["State"]) for job in jobs if job["State"] != "COMPLETED"]
+    failed = [(rule, job["JobID"], job["State"]) for rule, jobs in ran.items() for job in jobs
+              if job["State"] != "COMPLETED"]
     assert not failed, f"Slurm jobs that failed (see the slurmd logs in /var/tmp/r1-slurm/log): {failed}"
     # every non-local rule ran as Slurm jobs, as many as planned (the base model's build too); local rules did not
     assert {rule: len(js) for rule, js in ran.items()} == {r: n for r, n in plan.items() if r not in LOCAL_RULES}
@@ -114,7 +102,7 @@ def test_the_tiny_dag_to_dev1_runs_as_slurm_jobs_in_the_cpu_image(cluster, conta
 
     (sft,) = ran["cold_start_sft"]
     assert sft["NNodes"] == "2"
-    steps = [r for r in records if r["JobID"].startswith(sft["JobID"] + ".") and r["JobID"].split(".")[1].isdigit()]
+    steps = job_steps(since, sft["JobID"])
     assert sorted(step["NodeList"] for step in steps) == ["n1", "n2"]  # one launcher task per node
     assert all(step["NTasks"] == "1" for step in steps)
     assert all(job["ReqCPUS"] == "2" for job in ran["evaluate"])

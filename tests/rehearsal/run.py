@@ -36,7 +36,16 @@ import yaml
 
 from stages import preflight
 from tests.rehearsal import hub
-from tests.snakemake_helpers import CLUSTER_PATH, FAKE_APPTAINER_DIR, REPO, SNAKEMAKE, site_profile
+from tests.snakemake_helpers import (
+    CLUSTER_PATH,
+    FAKE_APPTAINER_DIR,
+    REPO,
+    SNAKEMAKE,
+    job_steps,
+    jobs_by_rule,
+    sacct_jobs,
+    site_profile,
+)
 
 WORK = Path(os.environ.get("R1_REHEARSAL_DIR", "/var/tmp/r1-rehearsal"))
 CPU_IMAGE = Path(os.environ.get("R1_TEST_ROOTFS", "/var/tmp/r1-test-rootfs"))
@@ -110,27 +119,6 @@ def prepare() -> dict:
 def snakemake(env: dict, configs: list[Path], *args: str) -> subprocess.CompletedProcess:
     return run([SNAKEMAKE, *args, "--profile", str(WORK / "profile"), "-s", str(REPO / "Snakefile"), "-d", str(WORK),
                 "--configfile", *map(str, configs), str(WORK / "site.yaml")], env=env)
-
-
-def sacct_jobs(since: str, *jobs: str) -> list[dict]:
-    """The Slurm jobs since then (allocations), or the given jobs' steps too."""
-    fields = ["JobID", "Comment", "State", "NNodes", "NTasks", "NodeList", "AllocTRES", "Elapsed"]
-    which = ["--jobs", ",".join(jobs)] if jobs else ["-X"]
-    done = subprocess.run(["sacct", "-n", "-P", *which, "-S", since, "-o", ",".join(fields)], capture_output=True,
-                          text=True, check=True)
-    return [dict(zip(fields, line.split("|"))) for line in done.stdout.splitlines() if line]
-
-
-def rule_of(comment: str) -> str:
-    return comment.removeprefix("rule_").split("_wildcards")[0]
-
-
-def jobs_by_rule(jobs: list[dict]) -> dict[str, list[dict]]:
-    by_rule: dict[str, list[dict]] = {}
-    for job in jobs:
-        if job["Comment"].startswith("rule_"):
-            by_rule.setdefault(rule_of(job["Comment"]), []).append(job)
-    return by_rule
 
 
 def allocation_problems(plan: list[preflight.PlannedJob], by_rule: dict[str, list[dict]]) -> list[str]:
@@ -226,8 +214,7 @@ def rehearse_7b(env: dict) -> None:
     done = snakemake(env, configs, "--retries", "0", "--keep-going", "results/qwen2.5-7b/cold_start_sft",
                      "results/qwen2.5-7b/r1_zero")
     sft_jobs = jobs_by_rule(sacct_jobs(since)).get("cold_start_sft", [])
-    steps = [step for job in sft_jobs for step in sacct_jobs(since, job["JobID"])  # numbered steps: one per srun
-             if step["JobID"].partition(".")[2].isdigit()]
+    steps = [step for job in sft_jobs for step in job_steps(since, job["JobID"])]
     sft_tasks = [argv for argv in apptainer_calls() if "stages.sft" in argv and "--stage" in argv
                  and "cold_start_sft" in argv and "qwen2.5-7b" in " ".join(argv)]
     check(sorted(step["NodeList"] for step in steps) == ["n1", "n2"] and all(s["NTasks"] == "1" for s in steps)
