@@ -5,10 +5,12 @@ no process is left, the machine can still fork.
 
 Needs bubblewrap and user namespaces; CI sets R1_REQUIRE_SANDBOX=1 so their absence fails."""
 
+import dataclasses
 import json
 import os
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from stages.lib.rewards.sandbox import Sandbox, SandboxLimits, SandboxUnavailabl
 from stages.lib.templates import CHAT, R1_ZERO
 
 REPO = Path(__file__).resolve().parent.parent
+TEST_FIRST_UID = 62000
 ADD = [{"input": "2 3\n", "output": "5\n"}, {"input": "10 -4\n", "output": "6\n"}]
 
 
@@ -30,6 +33,10 @@ def code_reward():
     if problem and os.environ.get("R1_REQUIRE_SANDBOX") != "1":
         pytest.skip(problem)
     (reward,) = build_reward_functions(["code"], RewardSettings(template="chat", code_timeout_s=3.0))
+    # uids of its own: the other pytest worker may be running code rewards in the default range, and the
+    # leak checks below count every process in this one
+    sandbox = reward.grader.code.sandbox
+    sandbox.limits = dataclasses.replace(sandbox.limits, first_uid=TEST_FIRST_UID)
     yield reward
     reward.grader.close()
 
@@ -46,8 +53,9 @@ def score(reward, program: str, tests=ADD) -> float:
 def sandbox_processes() -> list[str]:
     """Host processes that a sandboxed run started (its uids, or its programs' marker)."""
     out = subprocess.run(["ps", "-eo", "uid=,args="], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if line.split()[0].isdigit() and 61000 <= int(line.split()[0]) < 61256
-            or "r1-sandbox-marker" in line]
+    uids = range(TEST_FIRST_UID, TEST_FIRST_UID + 256)
+    return [line for line in out.splitlines()
+            if line.split()[0].isdigit() and int(line.split()[0]) in uids or "r1-sandbox-marker" in line]
 
 
 def no_sandbox_processes_remain(timeout_s: float = 5.0) -> bool:
@@ -102,6 +110,24 @@ def test_many_programs_run_in_parallel_in_order(code_reward):
     tests[5] = json.dumps([{"input": "1\n", "output": "0\n"}])
     scores = code_reward(completions=[answer(p) for p in programs], tests=tests)
     assert scores == [1.0] * 5 + [0.0] + [1.0] * 6
+
+
+def test_concurrent_runs_of_two_sandboxes_never_share_a_uid(code_reward):
+    """Each rank of a trainer builds its own Sandbox; two runs under one uid would share a process limit."""
+    if os.geteuid() != 0:
+        pytest.skip("runs switch uid only as root")
+    limits = code_reward.grader.code.sandbox.limits
+    sandboxes = [Sandbox(limits), Sandbox(limits)]
+    program = "import os, time\nprint(os.getuid(), flush=True)\ntime.sleep(1.0)"
+    results = [None, None]
+    threads = [threading.Thread(target=lambda k=k: results.__setitem__(k, sandboxes[k].run(program))) for k in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    uids = [int(result.stdout) for result in results]
+    assert all(result.ok for result in results) and len(set(uids)) == 2, results
+    assert all(limits.first_uid <= uid < limits.first_uid + 256 for uid in uids)
 
 
 def test_exiting_before_the_asserts_does_not_pass_them(code_reward):

@@ -8,14 +8,17 @@ output beyond `max_output_bytes` is cut and the run killed. At the wall-clock de
 process group goes, and with it the PID namespace: children, daemons and all.
 
 Run as root, each run also drops to its own unprivileged uid (`first_uid` + slot), so the process
-limit counts only that run's processes. Without bubblewrap (or user namespaces), code rewards are
-refused unless `allow_rlimit_only` is set: then programs run with the same limits and directory but
-none of the isolation, which is announced loudly.
+limit counts only that run's processes. A uid is claimed with a lock file shared by every process on the
+node (the ranks of a trainer, the shards of a job), so no two concurrent runs share one.
+
+Without bubblewrap (or user namespaces), code rewards are refused unless `allow_rlimit_only` is set:
+then programs run with the same limits and directory but none of the isolation, which is announced loudly.
 
     sandbox = Sandbox(SandboxLimits())
     result = sandbox.run("print(input())", stdin="hi\\n")
 """
 
+import fcntl
 import os
 import shutil
 import signal
@@ -23,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 SANDBOX_DIR = "/sandbox"
@@ -105,12 +109,29 @@ class Sandbox:
         self._lock = threading.Lock()
 
     def run(self, program: str, stdin: str = "") -> RunResult:
+        with self._slot() as slot, tempfile.TemporaryDirectory(prefix="r1-sandbox-") as directory:
+            return self._run(program, stdin, directory, slot)
+
+    @contextmanager
+    def _slot(self):
+        """A slot free in this process and, when runs switch uid, its uid free on the node: every rank of a
+        trainer has its own Sandbox, and two runs under one uid would share its process limit."""
         with self._lock:
-            slot = self._slots.pop(0)
+            free = list(self._slots)
+            claim = None
+            for slot in free:
+                claim = _claim_uid(self.limits.first_uid + slot) if os.geteuid() == 0 and self.isolated else -1
+                if claim is not None:
+                    break
+            if claim is None:
+                raise SandboxUnavailable(f"all {len(free)} sandbox uids from {self.limits.first_uid} are in use on "
+                                         f"this node (lock files in {UID_LOCK_DIR})")
+            self._slots.remove(slot)
         try:
-            with tempfile.TemporaryDirectory(prefix="r1-sandbox-") as directory:
-                return self._run(program, stdin, directory, slot)
+            yield slot
         finally:
+            if claim >= 0:
+                os.close(claim)
             with self._lock:
                 self._slots.append(slot)
 
@@ -188,6 +209,22 @@ class Sandbox:
         return RunResult(stdout=out.decode("utf-8", errors="replace"), stderr=err.decode("utf-8", errors="replace"),
                          exit_code=None if killed else process.returncode, timed_out=timed_out,
                          output_cut=cut.is_set())
+
+
+UID_LOCK_DIR = os.path.join("/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir(), "r1-sandbox-uids")
+
+
+def _claim_uid(uid: int) -> int | None:
+    """A locked descriptor that holds `uid` for one run (the kernel drops the lock if the process dies), or
+    None when another run on this node holds it."""
+    os.makedirs(UID_LOCK_DIR, exist_ok=True)
+    descriptor = os.open(os.path.join(UID_LOCK_DIR, str(uid)), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        return None
+    return descriptor
 
 
 def _kill_group(process: subprocess.Popen) -> None:
