@@ -135,18 +135,32 @@ def test_on_bad_row_error_names_the_set_the_file_and_the_row(hub_copies):
     ({"rl_prompt": [{"path": "x"}]}, "unknown data set 'rl_prompt'"),
     ({"rl_prompts": [{"path": "x", "colums": {}}]}, r"sources.rl_prompts\[0\]: unknown key\(s\) \['colums'\]"),
     ({"rl_prompts": [{"path": "x", "format": "csv"}]}, "format must be one of"),
+    ({"eval_x": [{"path": "x", "exclude_rows": 3}]}, r"sources.eval_x\[0\].exclude_rows must be a list"),
 ])
 def test_bad_source_specs_name_the_key(sources, message):
     with pytest.raises(ValueError, match=message):
         prepare(PrepareConfig(output_dir="unused", sources=json.dumps(sources)))
 
 
-def test_unparseable_gold_answers_are_bad_rows(tmp_path):
-    path = _write(tmp_path / "x.parquet", [{"q": "What is 1 + 1?", "a": "2"}, {"q": "What is 2 + 2?", "a": "\\frac{"}])
+def test_unparseable_and_placeholder_gold_answers_are_bad_rows(tmp_path):
+    golds = ["2", "\\frac{", "proof", "notfound", "\\$32,\\!348", "\\$18.90", "\\$36"]  # the last 3: MATH-500's
+    path = _write(tmp_path / "x.parquet", [{"q": f"Question {i}?", "a": gold} for i, gold in enumerate(golds)])
     tables, counts = prepare(PrepareConfig(output_dir="unused", sources=json.dumps(
-        {"eval_x": [{"path": path, "fields": {"prompt": "q", "solution": "a"}}]})))
-    assert [r["solution"] for r in tables["eval_x"]] == ["2"]
-    assert counts["bad_rows_dropped"] == {"eval_x: gold answer cannot be parsed": 1}
+        {"rl_prompts": [{"path": path, "fields": {"prompt": "q", "solution": "a"}}]})))
+    assert [r["solution"] for r in tables["rl_prompts"]] == ["2", "\\$32,\\!348", "\\$18.90", "\\$36"]
+    assert counts["bad_rows_dropped"] == {"rl_prompts: gold answer cannot be parsed": 1,
+                                          "rl_prompts: gold answer is a placeholder": 2}
+
+
+def test_an_evaluation_set_never_drops_a_row_unless_told_which(tmp_path):
+    path = _write(tmp_path / "x.parquet", [{"q": "What is 1 + 1?", "a": "2"}, {"q": "What is 2 + 2?", "a": "\\frac{"}])
+    sources = {"eval_x": [{"path": path, "fields": {"prompt": "q", "solution": "a"}}]}
+    with pytest.raises(ValueError, match=r"eval_x: row 1 of .*x\.parquet \(train\): gold answer cannot be parsed.*"
+                                         r"exclude_rows: \[1\]"):
+        prepare(PrepareConfig(output_dir="unused", sources=json.dumps(sources)))  # on_bad_row: drop by default
+    sources["eval_x"][0]["exclude_rows"] = [1]
+    tables, counts = prepare(PrepareConfig(output_dir="unused", sources=json.dumps(sources)))
+    assert [r["solution"] for r in tables["eval_x"]] == ["2"] and counts["bad_rows_dropped"] == {}
 
 
 def test_code_sets_map_test_cases_and_drop_rows_they_cannot_run(tmp_path):

@@ -25,6 +25,11 @@ stages/lib/data/schema.py for the kinds) to a list of sources, each a JSON objec
                   `general` otherwise)
     split_as      preference rows: `train` or `eval` (held-out pairs)
     skip_rows, max_rows   take a slice of the source (after bad rows are dropped)
+    exclude_rows  source row numbers (0-based) left out on purpose: the only way an evaluation set
+                  (`eval_*`) loses a row, since a bad row there stops the rule whatever `on_bad_row` says
+
+A gold answer must parse as math (math-verify) and must not be a placeholder (NuminaMath's `proof`,
+`notfound`): such a row is bad.
 """
 
 import hashlib
@@ -45,9 +50,13 @@ from stages.lib.latex import last_boxed
 
 FORMATS = ("columns", "gpqa", "hh_rlhf")
 SOURCE_KEYS = {"path", "name", "split", "data_dir", "revision", "format", "fields", "solution_from_boxed",
-               "domain", "split_as", "skip_rows", "max_rows"}
+               "domain", "split_as", "skip_rows", "max_rows", "exclude_rows"}
 DEFAULT_DOMAIN = {"reasoning": "math", "general": "general", "sft": "general", "preference": "general"}
 CHOICE_LETTERS = "ABCD"
+# NuminaMath (OpenR1-Math's source) writes these where a problem has no checkable answer; math-verify parses
+# them as symbols, so they would enter RL as gold answers no completion can match
+PLACEHOLDER_ANSWERS = {"proof", "notfound"}
+UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
 
 
 class BadRow(ValueError):
@@ -90,6 +99,9 @@ class PrepareConfig:
                 if unknown or "path" not in source:
                     raise ValueError(f"sources.{stem}[{index}]: unknown key(s) {sorted(unknown)} or no `path` "
                                      f"(keys: {sorted(SOURCE_KEYS)})")
+                excluded = source.get("exclude_rows", [])
+                if not isinstance(excluded, list) or not all(isinstance(i, int) and i >= 0 for i in excluded):
+                    raise ValueError(f"sources.{stem}[{index}].exclude_rows must be a list of row numbers")
                 if source.get("format", "columns") not in FORMATS:
                     raise ValueError(f"sources.{stem}[{index}].format must be one of {FORMATS}")
         return sources
@@ -132,6 +144,8 @@ def gold_answer(value, from_boxed: bool) -> str:
         if boxed is None or not boxed.strip():
             raise BadRow("no \\boxed{} answer in the solution")
         value = boxed.strip()
+    if value.lower() in PLACEHOLDER_ANSWERS:
+        raise BadRow("gold answer is a placeholder", f": {value!r}")
     if not parses_as_answer(value):
         raise BadRow("gold answer cannot be parsed", f": {value[:60]!r}")
     return value
@@ -139,10 +153,12 @@ def gold_answer(value, from_boxed: bool) -> str:
 
 def parses_as_answer(answer: str) -> bool:
     """Whether math-verify finds an answer in the gold string (a letter or a word counts). Its parse
-    returns [value, string] on success and only the string when nothing parsed."""
+    returns [value, string] on success and only the string when nothing parsed. A string without math
+    delimiters is wrapped in $...$; an escaped dollar (MATH-500's `\\$18.90`) is text, not a delimiter."""
     from math_verify import parse
 
-    return len(parse(answer if "$" in answer or "\\(" in answer else f"${answer}$", parsing_timeout=5)) > 1
+    delimited = UNESCAPED_DOLLAR.search(answer) or "\\(" in answer
+    return len(parse(answer if delimited else f"${answer}$", parsing_timeout=5)) > 1
 
 
 def messages(value) -> list[dict]:
@@ -251,14 +267,20 @@ def read_rows(stem: str, source_index: int, source: dict, seed: int, on_bad_row:
               bad: Counter, rows_of=load_source) -> list[dict]:
     kind = kind_of(stem)
     skip, limit = source.get("skip_rows", 0), source.get("max_rows", 0)
+    excluded = set(source.get("exclude_rows", []))
     rows, valid = [], 0
     for index, row in enumerate(rows_of(source)):
+        if index in excluded:
+            continue
         try:
             converted = convert(row, kind, source, seed)
         except BadRow as problem:
+            where = f"{stem}: row {index} of {source['path']} ({source.get('split', 'train')}): {problem}"
+            if stem.startswith("eval_"):  # scores must be over the published set, or say which rows they leave
+                raise ValueError(f"{where}. An evaluation set never drops a row: fix the source, or leave the row "
+                                 f"out on purpose with `exclude_rows: [{index}]` in this source") from None
             if on_bad_row == "error":
-                raise ValueError(f"{stem}: row {index} of {source['path']} ({source.get('split', 'train')}): "
-                                 f"{problem} (set on_bad_row: drop to skip such rows)") from None
+                raise ValueError(f"{where} (set on_bad_row: drop to skip such rows)") from None
             bad[f"{stem}: {problem.reason}"] += 1
             continue
         valid += 1

