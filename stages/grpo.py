@@ -28,7 +28,7 @@ from stages.lib.rewards.functions import Accuracy, RewardSettings, build_reward_
 from stages.lib.rewards.grading import gold_problem
 from stages.lib.rewards.registry import MODEL_REWARDS, REWARDS, RULE_REWARDS
 from stages.lib.stop_tokens import split_stop_strings, stop_token_ids
-from stages.lib.templates import ResponseFormat, response_format
+from stages.lib.templates import ResponseFormat, reasoning_prefill, response_format
 from stages.lib.training import (
     StopOnSignal,
     claim_work_dir,
@@ -114,7 +114,8 @@ def build_rewards(config: "GRPOStageConfig", settings: RewardSettings) -> list:
     if model_of:
         from stages.lib.rewards.model_rewards import build_model_rewards
 
-        by_name.update({f.__name__: f for f in build_model_rewards(model_of, process_device())})
+        by_name.update({f.__name__: f for f in build_model_rewards(model_of, process_device(),
+                                                                   settings.reasoning_prefill)})
     return [by_name[name] for name in config.rewards]
 
 
@@ -235,7 +236,8 @@ def main(argv=None):
                               max_completion_length=config.max_completion_length,
                               overlong_buffer=config.overlong_buffer or max(1, config.max_completion_length // 4),
                               code_scoring=config.code_scoring, code_timeout_s=config.code_timeout_s,
-                              allow_rlimit_only=config.allow_rlimit_only)
+                              allow_rlimit_only=config.allow_rlimit_only,
+                              reasoning_prefill=reasoning_prefill(fmt.render("1 + 1?", tokenizer)))
     reward_functions = build_rewards(config, settings)
     accuracy = next((f for f in reward_functions if isinstance(f, Accuracy)), None)
     dataset = prompt_dataset(config.train_data, fmt, config.max_prompts, tokenizer,

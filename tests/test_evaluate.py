@@ -131,3 +131,39 @@ def test_a_set_may_take_its_own_number_of_samples(tiny_model_dir, small_data_dir
     with pytest.raises(ValueError, match=r"--samples_per_set names \['aime'\], which --eval_sets lacks"):
         evaluate.main([*common, "--eval_sets", f"small={data}", "--output_dir", str(tmp_path / "e2"),
                        "--samples_per_set", '{"aime": 64}'])
+
+
+def test_a_template_that_opens_the_reasoning_is_graded_as_ours_are():
+    """R1-Distill's generation prompt ends with `<think>\\n`: its completions hold only `</think>`. The prefill is
+    put back, so its format counts and a completion cut mid-reasoning has no answer, as for our models."""
+    from stages.lib.generation import ContextBoundGenerator, SamplingSettings
+    from stages.lib.templates import CHAT, reasoning_prefill
+    from stages.lib.tokenizer import train_tokenizer
+    from tests.rehearsal.hub import ASSISTANT, BOS, EOS, R1_DISTILL_TEMPLATE, USER
+
+    tokenizer = train_tokenizer(["What is 2 + 3? The answer is 5."] * 20, 300, chat_template=R1_DISTILL_TEMPLATE,
+                                special_tokens={"bos_token": BOS, "eos_token": EOS, "pad_token": EOS,
+                                                "additional_special_tokens": [USER, ASSISTANT]})
+    prompt = CHAT.render("What is 2 + 3?", tokenizer)
+    assert reasoning_prefill(prompt) == "<think>\n" and reasoning_prefill(CHAT.render("x", _chatml())) == ""
+
+    class Canned(ContextBoundGenerator):
+        def _generate(self, prompts, settings, on_progress=None):
+            return [[Sample("2 + 3 = 5.\n</think>\n\nThe answer is \\boxed{5}.", 20, True),
+                     Sample("Maybe \\boxed{5}? Let me check that again, carefully", 30, False)] for _ in prompts]
+
+    generator = Canned()
+    generator.tokenizer = tokenizer
+    samples = generator.generate([prompt], SamplingSettings(num_samples=2))
+    assert all(s.text.startswith("<think>\n") for s in samples[0])
+    grader = Grader("chat")
+    scores, records = score_set([{"id": "a", "solution": "5", "level": 1}], samples, 2, grader)
+    grader.close()
+    assert [r["correct"] for r in records] == [True, False]  # the cut one boxed 5 while still reasoning
+    assert scores["format_rate"] == 0.5
+
+
+def _chatml():
+    from stages.lib.tokenizer import train_tokenizer
+
+    return train_tokenizer(["What is 2 + 3?"] * 20, 300)

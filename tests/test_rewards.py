@@ -113,6 +113,15 @@ def test_every_reward_survives_adversarial_completions_in_bounded_time(name, set
         assert score is None or math.isfinite(score)
 
 
+def test_rl_rewards_read_the_reasoning_a_template_opened_in_the_prompt():
+    """A chat template ending its generation prompt with `<think>\n` (R1-Distill's): TRL's completions lack it."""
+    prefilled = RewardSettings(**{**CHAT.__dict__, "reasoning_prefill": "<think>\n"})
+    done, cut = "2 + 3 = 5\n</think>\n\nThe answer is \\boxed{5}.", "Is it \\boxed{5}? Let me check"
+    assert _score("accuracy", prefilled, [done, cut], ["5", "5"]) == [1.0, 0.0]
+    assert _score("format", prefilled, [done, [{"role": "assistant", "content": done}]], [None] * 2) == [1.0, 1.0]
+    assert _score("accuracy", CHAT, [cut], ["5"]) == [1.0]  # without the prefill: graded on unfinished reasoning
+
+
 def test_conversational_completions_are_scored_from_their_last_message():
     completion = [{"role": "assistant", "content": "<think>\n2 + 3 = 5\n</think>\n\n\\boxed{5}"}]
     assert _score("accuracy", CHAT, [completion], ["5"]) == [1.0]

@@ -53,14 +53,14 @@ def multi_token_tags_tokenizer(directory):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from stages.lib.tokenizer import IM_START, SPECIAL_TOKENS
+    from stages.lib.tokenizer import IM_START
 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(["What is 2 + 3? <think> 2 + 3 = 5 </think> <answer> 5 </answer>"] * 20,
-                            trainers.BpeTrainer(vocab_size=300, special_tokens=SPECIAL_TOKENS, show_progress=False,
-                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=[END_OF_TEXT, IM_START, IM_END], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    bpe.train_from_iterator(["What is 2 + 3? <think> 2 + 3 = 5 </think> <answer> 5 </answer>"] * 20, trainer)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=END_OF_TEXT, pad_token=END_OF_TEXT,
                                         additional_special_tokens=[IM_START, IM_END])
     tokenizer.save_pretrained(directory)

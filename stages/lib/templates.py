@@ -22,6 +22,16 @@ INSTRUCTIONS = {"math": MATH_INSTRUCTION, "code": CODE_INSTRUCTION}
 THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE = "<think>", "</think>", "<answer>", "</answer>"
 THINK_TAGS = (THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE)
 REASONING = re.compile(rf"{THINK_OPEN}(.*?)(?:{THINK_CLOSE}|$)", re.DOTALL)
+OPENED_REASONING = re.compile(rf"{THINK_OPEN}\s*$")
+
+
+def reasoning_prefill(prompt: str) -> str:
+    """The reasoning block a chat template opens for the model, or "": R1-Distill's generation prompt ends
+    with `<think>\n`, so its completions hold only `</think>`. The prefill is part of the response as the
+    model means it; it is put back in front of every completion before it is parsed, so that the format
+    and a completion cut mid-reasoning are judged alike for every model."""
+    match = OPENED_REASONING.search(prompt)
+    return match.group() if match else ""
 
 
 def reasoning_of(completion: str) -> str:
@@ -143,7 +153,8 @@ class ChatFormat(ResponseFormat):
     wanted_tags = {THINK_OPEN: 1, THINK_CLOSE: 1, ANSWER_OPEN: 0, ANSWER_CLOSE: 0}
     shape = re.compile(r"\s*<think>(.*?)</think>(.*)", re.DOTALL)
     chat_template = True
-    usage = ("The tokenizer's chat template, no system prompt, the question followed by the instruction; the\n"
+    usage = ("The tokenizer's chat template with no system turn of ours (Qwen2.5's template then writes its default\n"
+             "one), the question followed by the instruction; the\n"
              "response is `<think>` reasoning `</think>` and a summary with the answer in `\\boxed{}`. The paper "
              "samples\nat temperature 0.6, top-p 0.95.")
 

@@ -6,11 +6,13 @@ workflow takes a model directory that exists for a local model (rules/common.smk
 
 Each data set has its hub original's columns, config names, data directories and split names, and a
 few hundred rows (the tiny world's problems, instructions and preferences, in those columns), so the
-real preparation code (stages/data/prepare.py) maps, filters and decontaminates them. Each model is
+real preparation code (stages/data/prepare.py) maps, filters and decontaminates them, with the real
+sets' oddities planted (an escaped-dollar MATH-500 answer, a `proof` placeholder). Each Qwen model is
 Qwen-shaped (Qwen2 architecture, tied embeddings, a 4,096-token context as Qwen2.5-Math's) with a
-byte-level BPE tokenizer whose eos is <|endoftext|>, a ChatML template, and the template's tags split
-into several tokens, as Qwen2.5's own: randomly initialised, since the rehearsal proves the machinery,
-not the recipe. vLLM's CPU attention takes its head size (64).
+byte-level BPE tokenizer whose eos is <|endoftext|>, a ChatML template with Qwen2.5's default system
+turn, and the template's tags split into several tokens, as Qwen2.5's own; the R1-Distill models carry
+DeepSeek's tokenizer and template (build_models). All randomly initialised, since the rehearsal proves
+the machinery, not the recipe. vLLM's CPU attention takes its head size (64).
 
     python -m tests.rehearsal.hub DIR
 """
@@ -24,8 +26,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from stages.data.tiny import TinyDataConfig, generate
-from stages.lib.stop_tokens import END_OF_TEXT
-from stages.lib.tokenizer import chat_template_renderer, train_tokenizer
+from stages.lib.stop_tokens import END_OF_TEXT, IM_END
+from stages.lib.tokenizer import CHAT_TEMPLATE, CHATML_TOKENS, IM_START, chat_template_renderer, train_tokenizer
 
 # The models the real configs name (base, students, published models), each built at its hub id.
 MODELS = ["Qwen/Qwen2.5-Math-1.5B", "Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-7B",
@@ -35,6 +37,22 @@ MODEL_SHAPE = dict(hidden_size=256, num_attention_heads=4, num_key_value_heads=2
 VOCAB_SIZE = 1000
 CODE_EVAL_ROWS = 500  # the configs hold out the coding set's first 500 rows (skip_rows / max_rows)
 README = "---\nconfigs:\n{configs}---\n"
+
+# R1-Distill's tokenizer (deepseek-ai/DeepSeek-R1-Distill-Qwen-*, tokenizer_config.json): DeepSeek's own chat
+# tokens, no ChatML; a generation prompt that opens the reasoning (`<think>\n`); history cut after `</think>`.
+BOS, EOS, USER, ASSISTANT = "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>"
+R1_DISTILL_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}{{ message['content'] }}"
+    "{% elif message['role'] == 'user' %}" + USER + "{{ message['content'] }}"
+    "{% elif message['role'] == 'assistant' %}{% set content = message['content'] %}"
+    "{% if '</think>' in content %}{% set content = content.split('</think>')[-1] %}{% endif %}"
+    + ASSISTANT + "{{ content }}" + EOS + "{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}" + ASSISTANT + "<think>\n{% endif %}"
+)
+# Qwen2.5's templates write a default system turn when a conversation has none (Qwen2.5-Math: the math
+# instruction; the others: "You are Qwen..."), as the real tokenizer_config.json files do.
+QWEN_MATH_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
+QWEN_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 
 
 def write_parquet(path: Path, rows: list[dict]) -> None:
@@ -146,23 +164,45 @@ def build_datasets(root: Path, seed: int = 0) -> dict[str, int]:
             "gpqa": len(gpqa)}
 
 
-def build_models(root: Path, texts: list[str], seed: int = 0) -> None:
+def qwen_template(default_system: str) -> str:
+    """Qwen2.5's ChatML with the default system turn its tokenizer_config.json writes when none is given."""
+    return ("{% if messages[0]['role'] != 'system' %}<|im_start|>system\n" + default_system + "<|im_end|>\n{% endif %}"
+            + CHAT_TEMPLATE)
+
+
+def save_model(directory: Path, tokenizer, tied: bool, positions: int, seed: int) -> None:
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
-    tokenizer = train_tokenizer(texts, VOCAB_SIZE, tags_as_tokens=False)
-    tokenizer.eos_token = END_OF_TEXT  # a Qwen2.5 base model ends text with <|endoftext|>, turns with <|im_end|>
-    tokenizer.model_max_length = MODEL_SHAPE["max_position_embeddings"]
     torch.manual_seed(seed)
-    config = Qwen2Config(vocab_size=len(tokenizer), bos_token_id=tokenizer.eos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **MODEL_SHAPE)
-    model = Qwen2ForCausalLM(config)
-    for name in MODELS:
-        directory = root / name
-        model.save_pretrained(directory)
-        tokenizer.save_pretrained(directory)
-        GenerationConfig(bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
-                         max_new_tokens=2048).save_pretrained(directory)
+    shape = {**MODEL_SHAPE, "tie_word_embeddings": tied, "max_position_embeddings": positions}
+    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    config = Qwen2Config(vocab_size=len(tokenizer), bos_token_id=bos, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id, **shape)
+    Qwen2ForCausalLM(config).save_pretrained(directory)
+    tokenizer.model_max_length = positions
+    tokenizer.save_pretrained(directory)
+    GenerationConfig(bos_token_id=bos, eos_token_id=tokenizer.eos_token_id, do_sample=True, temperature=0.6,
+                     top_p=0.95, max_new_tokens=2048).save_pretrained(directory)
+
+
+def build_models(root: Path, texts: list[str], seed: int = 0) -> None:
+    """Qwen2.5 stand-ins: a base tokenizer (eos <|endoftext|>), ChatML with the model's default system turn,
+    tied embeddings, 4,096 positions. R1-Distill stand-ins: DeepSeek's tokens and template (the reasoning
+    opened in the generation prompt), `<think>` and `</think>` as ordinary added tokens, no ChatML token,
+    untied embeddings, 131,072 positions."""
+    # a Qwen2.5 base model ends text with <|endoftext|>, turns with <|im_end|>
+    qwen = train_tokenizer(texts, VOCAB_SIZE, tags_as_tokens=False,
+                           special_tokens={**CHATML_TOKENS, "eos_token": END_OF_TEXT,
+                                           "additional_special_tokens": [IM_START, IM_END]})
+    for name in MODELS[:3]:
+        qwen.chat_template = qwen_template(QWEN_MATH_SYSTEM if "Math" in name else QWEN_SYSTEM)
+        save_model(root / name, qwen, tied=True, positions=MODEL_SHAPE["max_position_embeddings"], seed=seed)
+    distill = train_tokenizer(texts, VOCAB_SIZE, tags_as_tokens=True, chat_template=R1_DISTILL_TEMPLATE,
+                              special_tokens={"bos_token": BOS, "eos_token": EOS, "pad_token": EOS,
+                                              "additional_special_tokens": [USER, ASSISTANT]})
+    for name in MODELS[3:]:
+        save_model(root / name, distill, tied=False, positions=131072, seed=seed)
 
 
 def build(root: Path) -> dict[str, int]:

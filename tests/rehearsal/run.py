@@ -208,6 +208,10 @@ def rehearse_15b(env: dict) -> None:
     generated = [log("qwen2.5-1.5b", f"generate/shard-{i}") for i in range(2)]
     check(all("vllm" in text.lower() for text in generated) and (run_dir / "rejection_sampling").exists(),
           "vLLM generation: both shards sampled, the mixture built")
+    completions = [json.loads(line)["completion"] for path in run_dir.glob("eval/published_*/samples_*.jsonl")
+                   for line in path.read_text().splitlines()]
+    check(bool(completions) and all(c.startswith("<think>\n") for c in completions if c),
+          "the published models' samples read with the reasoning their DeepSeek template opened (`<think>\\n`)")
     scores = {p.parent.name: json.loads(p.read_text())["sets"] for p in run_dir.glob("eval/*/scores.json")}
     evaluation = yaml.safe_load(CONFIG_15B.read_text())["evaluation"]
     models = evaluation["models"] + [f"published_{name}" for name in evaluation.get("published", {})]

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 
 from stages.lib.artifacts import duration
+from stages.lib.templates import reasoning_prefill
 
 
 @dataclass(frozen=True)
@@ -76,14 +77,16 @@ class ContextBoundGenerator:
 
     def generate(self, prompts: list[str], settings: SamplingSettings, on_progress=None) -> list[list[Sample]]:
         """`on_progress(done, total)` is called with the sequences sampled so far, where the backend
-        samples in batches (transformers); vLLM shows its own progress bar."""
+        samples in batches (transformers); vLLM shows its own progress bar. A sample's text starts with
+        the reasoning block its prompt opened, if any (templates.reasoning_prefill)."""
         lengths = [len(ids) for ids in self.tokenizer(prompts, add_special_tokens=False).input_ids]
         fits = [self.context is None or length < self.context for length in lengths]
         self.overlong_prompts += fits.count(False)
         generated = iter(self._generate([p for p, fit in zip(prompts, fits) if fit], settings, on_progress)
                          if any(fits) else [])
         too_long = [Sample("", 0, False)] * settings.num_samples
-        return [next(generated) if fit else list(too_long) for fit in fits]
+        return [[Sample(reasoning_prefill(prompt) + s.text, s.num_tokens, s.finished) for s in next(generated)]
+                if fit else list(too_long) for prompt, fit in zip(prompts, fits)]
 
 
 class ProgressLine:

@@ -28,6 +28,7 @@ class RewardSettings:
     code_scoring: str = "pass_all"  # the paper's binary reward; or "fraction" of test cases passed
     code_timeout_s: float = 5.0  # wall clock per test case
     allow_rlimit_only: bool = False  # run model code without namespace isolation when bwrap is missing
+    reasoning_prefill: str = ""  # what the chat template opens the response with (templates.reasoning_prefill)
 
 
 def rows_of(columns: dict, n: int) -> list[dict]:
@@ -36,11 +37,12 @@ def rows_of(columns: dict, n: int) -> list[dict]:
             for i in range(n)]
 
 
-def completion_text(completion) -> str:
-    """TRL passes a string for raw prompts and a list of messages for conversational ones."""
+def completion_text(completion, prefill: str = "") -> str:
+    """TRL passes a string for raw prompts and a list of messages for conversational ones; neither holds
+    the reasoning block a template opened in the prompt (`prefill`), which is part of the response."""
     if isinstance(completion, str):
-        return completion
-    return completion[-1]["content"] if completion else ""
+        return prefill + completion
+    return prefill + completion[-1]["content"] if completion else ""
 
 
 class RewardFunction:
@@ -58,7 +60,7 @@ class RewardFunction:
     def __call__(self, prompts=None, completions=(), completion_ids=None, **columns) -> list[float | None]:
         rows = rows_of(columns, len(completions))
         lengths = [len(ids) for ids in completion_ids] if completion_ids is not None else [0] * len(completions)
-        return [self.score(completion_text(completion), length, row)
+        return [self.score(completion_text(completion, self.settings.reasoning_prefill), length, row)
                 for completion, length, row in zip(completions, lengths, rows)]
 
 
@@ -80,7 +82,8 @@ class Graded(RewardFunction):
     def __call__(self, prompts=None, completions=(), completion_ids=None, **columns):
         rows = rows_of(columns, len(completions))
         scored = [i for i, row in enumerate(rows) if self.applies(row)]
-        answers = [self.grader.answer(completion_text(completions[i]), rows[i]) for i in scored]
+        prefill = self.settings.reasoning_prefill
+        answers = [self.grader.answer(completion_text(completions[i], prefill), rows[i]) for i in scored]
         results = self.grader.score_many(answers, [rows[i] for i in scored])
         scores: list[float | None] = [None] * len(completions)
         for i, score in zip(scored, results):

@@ -50,8 +50,10 @@ def prompt_text(prompt) -> str:
 
 
 class RewardModelReward(RewardFunction):
-    def __init__(self, name: str, model_path: str, device: torch.device, batch_size: int = 32):
+    def __init__(self, name: str, model_path: str, device: torch.device, batch_size: int = 32,
+                 reasoning_prefill: str = ""):
         super().__init__(name, settings=None)
+        self.reasoning_prefill = reasoning_prefill  # templates.reasoning_prefill: the summary starts after it closes
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.model = AutoModelForSequenceClassification.from_pretrained(model_path, dtype="auto").to(device).eval()
         stats = json.loads((Path(model_path) / REWARD_STATS).read_text())
@@ -67,7 +69,7 @@ class RewardModelReward(RewardFunction):
     def __call__(self, prompts=None, completions=(), completion_ids=None, solution=None, tests=None, **columns):
         solution, tests = solution or [None] * len(completions), tests or [None] * len(completions)
         applicable = [i for i in range(len(completions)) if not solution[i] and not has_tests(tests[i])]
-        responses = [completion_text(completions[i]) for i in applicable]
+        responses = [completion_text(completions[i], self.reasoning_prefill) for i in applicable]
         if self.judge_summary_only:
             responses = [summary_of(response) for response in responses]
         raw = score_responses(self.model, self.tokenizer, [prompt_text(prompts[i]) for i in applicable], responses,
@@ -78,7 +80,9 @@ class RewardModelReward(RewardFunction):
         return scores
 
 
-def build_model_rewards(model_paths: dict[str, str], device: torch.device) -> list[RewardModelReward]:
+def build_model_rewards(model_paths: dict[str, str], device: torch.device,
+                        reasoning_prefill: str = "") -> list[RewardModelReward]:
     """The reward-model rewards named (stages.lib.rewards.registry), each with its model, on `device`: in a
     multi-process run, each process's own GPU."""
-    return [implementation_of(name)(name, path, device=device) for name, path in model_paths.items()]
+    return [implementation_of(name)(name, path, device=device, reasoning_prefill=reasoning_prefill)
+            for name, path in model_paths.items()]
