@@ -64,6 +64,27 @@ def within_length(dataset: Dataset, tokenizer, max_length: int) -> tuple[Dataset
     return kept, len(dataset) - len(kept)
 
 
+def select_examples(dataset: Dataset, tokenizer, config: SFTStageConfig) -> tuple[Dataset, dict]:
+    """The first `max_examples` examples that fit `max_length` (all that fit when 0), and the counts for the
+    manifest. Fails, before any model is loaded, when more than `max_dropped_share` of those asked for are
+    missing: a cold start silently trained on a remnant would carry into every later stage."""
+    fitting, too_long = within_length(dataset, tokenizer, config.max_length)
+    wanted = config.max_examples or len(dataset)
+    selected = fitting.select(range(min(wanted, len(fitting))))
+    counts = {"examples": len(selected), "examples_read": len(dataset), "examples_over_max_length": too_long}
+    if len(selected) < wanted * (1 - config.max_dropped_share) or not len(selected):
+        raise ValueError(
+            f"{', '.join(config.train_data)}: {len(fitting)} of {len(dataset)} examples fit max_length="
+            f"{config.max_length} tokens ({too_long} are longer), short of the {wanted} asked for "
+            f"({'max_examples' if config.max_examples else 'every example'}; max_dropped_share="
+            f"{config.max_dropped_share}). Read more examples (a larger pool: the data set's max_rows), raise "
+            "max_length (with extend_context_to past the model's context), or accept fewer with max_dropped_share")
+    if too_long:
+        print(f"{too_long} of {len(dataset)} examples are longer than max_length={config.max_length} tokens: left "
+              f"out, not cut; training on {len(selected)}", flush=True)
+    return selected, counts
+
+
 def trainer_arguments(config: SFTStageConfig) -> SFTConfig:
     """TRL's SFTConfig: the stage's keys by name, the translated ones below, then `trainer_args`."""
     translated = {
@@ -81,15 +102,14 @@ def main(argv=None):
     inputs = {"model": config.model_path, **{f"train_data_{i}": p for i, p in enumerate(config.train_data)}}
     claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
     tokenizer = AutoTokenizer.from_pretrained(config.model_path)
-    dataset, too_long = within_length(load_conversations(config.train_data), tokenizer, config.max_length)
-    if too_long:
-        print(f"{too_long} of {len(dataset) + too_long} examples are longer than max_length={config.max_length} "
-              "tokens: left out, not cut", flush=True)
-    if not len(dataset):
-        raise ValueError(f"{', '.join(config.train_data)}: no example fits max_length={config.max_length} tokens")
+    dataset, counts = select_examples(load_conversations(config.train_data), tokenizer, config)
     args = trainer_arguments(config)
     # After the arguments: a ZeRO-3 config registered by them makes DeepSpeed partition while loading.
-    model = AutoModelForCausalLM.from_pretrained(config.model_path, **config.model_kwargs(config.deepspeed))
+    context = {"max_position_embeddings": config.extend_context_to} if config.extend_context_to else {}
+    model = AutoModelForCausalLM.from_pretrained(config.model_path, **config.model_kwargs(config.deepspeed),
+                                                 **context)
+    if context:
+        tokenizer.model_max_length = config.extend_context_to
     stop = StopOnSignal()
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=[stop])
     log_progress(trainer)
@@ -101,7 +121,7 @@ def main(argv=None):
     with staged_output(config.output_dir, config.stage, config, inputs, fresh=False) as (scratch, headline):
         history = write_training_metrics(trainer, scratch)
         losses = [row["loss"] for row in history if "loss" in row]
-        headline.update({"examples": len(dataset), "examples_over_max_length": too_long,
+        headline.update({**counts,
                          "first_loss": losses[0] if losses else None,
                          "final_loss": losses[-1] if losses else None,
                          "train_runtime_s": result.metrics.get("train_runtime")})

@@ -204,3 +204,16 @@ def test_a_set_of_several_sources_is_shuffled_so_its_first_rows_hold_every_sourc
     assert len(rows) == 80 and {row["domain"] for row in rows[:16]} == {"math", "code"}
     again, _ = prepare(PrepareConfig(output_dir=str(tmp_path / "out"), sources=json.dumps(sources)))
     assert [row["prompt"] for row in again["rl_prompts"]] == [row["prompt"] for row in rows]  # seeded
+
+
+def test_an_edited_local_data_set_is_read_again(tmp_path):
+    """`datasets` served the rows of an edited local directory with named configs from its cache."""
+    from tests.rehearsal.hub import named_configs
+
+    repo = tmp_path / "org" / "set"
+    sources = json.dumps({"rl_prompts": [{"path": str(repo), "name": "default",
+                                          "fields": {"prompt": "q", "solution": "a"}}]})
+    for rows in (2, 3):
+        named_configs(repo, {"default": {"train": [{"q": f"What is {i} + 1?", "a": str(i + 1)} for i in range(rows)]}})
+        tables, _ = prepare(PrepareConfig(output_dir="unused", sources=sources))
+        assert len(tables["rl_prompts"]) == rows

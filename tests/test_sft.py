@@ -82,22 +82,32 @@ def test_a_file_without_examples_is_named(tmp_path):
         sft.load_conversations([str(path)])
 
 
-def test_examples_longer_than_max_length_are_left_out_not_cut(tiny_model_dir, small_data_dir, tmp_path):
-    """A cut trace would teach a reasoning block that never closes (gpu-path-audit-3, N9)."""
-    from transformers import AutoTokenizer
+def test_examples_longer_than_max_length_are_left_out_not_cut_and_a_remnant_is_refused(tiny_model_dir, small_data_dir,
+                                                                                        tmp_path):
+    """A cut trace would teach a reasoning block that never closes (gpu-path-audit-3, N9); a cold start trained on
+    the few traces that fit would carry into every later stage (real-ids-audit-4: OpenR1's run to ~16K tokens)."""
+    from transformers import AutoConfig, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     dataset = sft.load_conversations([str(small_data_dir / "cold_start.parquet")])
-    lengths = sorted(len(tokenizer.apply_chat_template(row["prompt"] + row["completion"])["input_ids"])
-                     for row in dataset)
-    limit = lengths[len(lengths) // 2]
+    lengths = [len(tokenizer.apply_chat_template(row["prompt"] + row["completion"])["input_ids"]) for row in dataset]
+    limit = sorted(lengths)[len(lengths) // 2]
+    fitting = sum(n <= limit for n in lengths)
     out = tmp_path / "dev1"
-    sft.main(["--model_path", str(tiny_model_dir), "--train_data", str(small_data_dir / "cold_start.parquet"),
-              "--output_dir", str(out), "--stage", "cold_start_sft", "--max_steps", "1",
-              "--per_device_train_batch_size", "4", "--max_length", str(limit), "--save_steps", "1000"])
+    argv = ["--model_path", str(tiny_model_dir), "--train_data", str(small_data_dir / "cold_start.parquet"),
+            "--output_dir", str(out), "--stage", "cold_start_sft", "--max_steps", "1",
+            "--per_device_train_batch_size", "4", "--max_length", str(limit), "--save_steps", "1000"]
+    shortfall = (rf"{fitting} of {len(lengths)} examples fit max_length={limit} tokens \({len(lengths) - fitting} "
+                 rf"are longer\), short of the {len(lengths)} asked")
+    with pytest.raises(ValueError, match=shortfall):
+        sft.main(argv)
+    assert not out.exists()
+    sft.main(argv + ["--max_examples", str(fitting - 1), "--extend_context_to", "512"])  # selects from a pool
     metrics = json.loads((out / "manifest.json").read_text())["metrics"]
-    assert metrics["examples_over_max_length"] == sum(n > limit for n in lengths) > 0
-    assert metrics["examples"] == sum(n <= limit for n in lengths)
+    assert metrics["examples_over_max_length"] == len(lengths) - fitting > 0
+    assert (metrics["examples"], metrics["examples_read"]) == (fitting - 1, len(lengths))
+    assert AutoConfig.from_pretrained(out).max_position_embeddings == 512
+    assert AutoTokenizer.from_pretrained(out).model_max_length == 512
 
 
 def test_the_readme_shows_the_model_cards_snippet():

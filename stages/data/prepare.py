@@ -116,8 +116,12 @@ def load_source(source: dict):
     path, split = source["path"], source.get("split", "train")
     if path.endswith(".parquet"):
         return load_dataset("parquet", data_files={split: path}, split=split)
+    # A local directory is converted afresh: `datasets` may serve an edited one from its cache (seen with a
+    # directory declaring named configs in its README); a hub id's cache is keyed by its revision.
+    local = Path(path).is_dir()
     return load_dataset(path, source.get("name"), split=split, data_dir=source.get("data_dir"),
-                        revision=source.get("revision"))
+                        revision=source.get("revision"), download_mode="force_redownload" if local else None,
+                        verification_mode="no_checks" if local else None)  # its cached split sizes are stale too
 
 
 def lookup(row: dict, dotted: str):

@@ -197,7 +197,8 @@ class SFTStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
     TRL_CONFIG = "SFTConfig"
     TRANSLATED = COMMON_TRANSLATED | {"lr_scheduler_kwargs": ("min_lr_rate", "lr_scheduler_type"),
                                       "warmup_steps": ("warmup_ratio",)}
-    STAGE_ONLY = COMMON_STAGE_ONLY | {"train_data", "stage"}
+    STAGE_ONLY = COMMON_STAGE_ONLY | {"train_data", "stage", "max_examples", "max_dropped_share",
+                                      "extend_context_to"}
 
     model_path: str = field(metadata={"help": "Initial model: the base model (paper), or any checkpoint."})
     train_data: list[str] = field(metadata={"help": "Parquet files of conversations (`messages` column)."})
@@ -212,8 +213,17 @@ class SFTStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
     max_steps: int = field(default=-1, metadata={"help": "Stop after this many steps (-1: run the epochs)."})
     per_device_train_batch_size: int = field(default=8)
     gradient_accumulation_steps: int = field(default=1, metadata={"help": "Paper, Dev3: global batch 64."})
-    max_length: int = field(default=1024, metadata={"help": "Tokens per example (paper: 32,768); "
-                                                            "longer ones are truncated."})
+    max_length: int = field(default=1024, metadata={"help": "Tokens per example (paper: 32,768); a longer "
+                                                            "conversation is left out, never cut."})
+    max_examples: int = field(default=0, metadata={
+        "help": "Train on the first this many examples that fit max_length (0: every one that fits): read a larger "
+                "pool to select traces that fit."})
+    max_dropped_share: float = field(default=0.05, metadata={
+        "help": "Fail before training when fewer than (1 - this) of the examples asked for (max_examples, else all "
+                "read) fit max_length, saying how many and why."})
+    extend_context_to: int = field(default=0, metadata={
+        "help": "Set the model's max_position_embeddings to this before training, as DeepSeek did for its distilled "
+                "Qwen2.5-Math students (4,096 -> 131,072, rope_theta kept). 0: the model's own."})
     packing: bool = field(default=False, metadata={"help": "Pack examples (bfd, padding-free): fewer padding "
                                                            "tokens on long-tailed data (bench/sft_tokens.py)."})
     lr_scheduler_type: str = field(default="cosine_with_min_lr")

@@ -36,6 +36,10 @@ MODEL_SHAPE = dict(hidden_size=256, num_attention_heads=4, num_key_value_heads=2
                    intermediate_size=512, max_position_embeddings=4096, tie_word_embeddings=True)
 VOCAB_SIZE = 1000
 CODE_EVAL_ROWS = 500  # the configs hold out the coding set's first 500 rows (skip_rows / max_rows)
+# OpenR1-Math's `default` config: enough rows for the 1.5B cold start's 5,000 examples that fit its window, after
+# decontamination (~15% of the tiny world's problems share a 10-gram with an evaluation prompt) and the long ones
+OPENR1_ROWS, OPENR1_DEFAULT_ROWS, LONG_TRACE_EVERY = 7400, 7000, 16
+TOKENIZER_TEXT_CHARS = 4000  # of each row, to train the stand-ins' tokenizers (the long traces repeat themselves)
 README = "---\nconfigs:\n{configs}---\n"
 
 # R1-Distill's tokenizer (deepseek-ai/DeepSeek-R1-Distill-Qwen-*, tokenizer_config.json): DeepSeek's own chat
@@ -84,6 +88,13 @@ def hh_dialogue(prompt: str, reply: str) -> str:
     return f"\n\nHuman: {prompt}\n\nAssistant: {reply}"
 
 
+def trace(worked_solution: str, long: bool) -> str:
+    """A reasoning trace: the worked solution, or (long) the solution re-checked past 4,096 tokens."""
+    if not long:
+        return worked_solution
+    return "\n".join(f"Let me check step {k} again: {worked_solution}" for k in range(300))
+
+
 def stdin_problem(rng: random.Random, index: int) -> dict:
     """A verifiable-coding-problems row: a statement, stdin/stdout cases and a gold program."""
     a, b = rng.randint(2, 9), rng.randint(1, 20)
@@ -96,25 +107,26 @@ def stdin_problem(rng: random.Random, index: int) -> dict:
 
 def build_datasets(root: Path, seed: int = 0) -> dict[str, int]:
     rng = random.Random(seed)
-    tiny = generate(TinyDataConfig(output_dir="", seed=seed, num_rl_prompts=400, num_cold_start=200,
+    tiny = generate(TinyDataConfig(output_dir="", seed=seed, num_rl_prompts=OPENR1_ROWS, num_cold_start=200,
                                    num_general=300, num_eval_math=80, num_eval_general=10, num_pretrain_docs=100,
                                    num_preference_pairs=300, num_rl_general=100, num_rl_code=10,
                                    num_cold_start_code=10, num_eval_code=10, num_pretrain_code_docs=10),
                     chat_template_renderer())
     math = [row for row in tiny["rl_prompts"] if row["domain"] == "math"]
-    # OpenR1's messages: R1's own trace, reasoning in <think>, then a summary with the boxed answer
+    # OpenR1's messages: R1's own trace, reasoning in <think>, then a summary with the boxed answer. Its traces run
+    # to ~16K tokens: every LONG_TRACE_EVERY-th here is longer than the 1.5B config's 4,096-token window.
     openr1 = [{"uuid": row["id"], "problem": row["prompt"], "answer": row["solution"],
                "solution": row["worked_solution"],
-               "messages": chat(row["prompt"], f"<think>\n{row['worked_solution']}\n</think>\n\n"
-                                               f"The answer is $\\boxed{{{row['solution']}}}$.")}
-              for row in math]
+               "messages": chat(row["prompt"], f"<think>\n{trace(row['worked_solution'], i % LONG_TRACE_EVERY == 0)}"
+                                               f"\n</think>\n\nThe answer is $\\boxed{{{row['solution']}}}$.")}
+              for i, row in enumerate(math)]
     # NuminaMath's placeholder for a problem without a checkable answer (prepare_data drops it)
     placeholder = "Prove that the sum of two odd numbers is even."
     openr1.insert(5, {"uuid": "placeholder", "problem": placeholder, "answer": "proof", "solution": "",
                       "messages": chat(placeholder, "<think>\nWrite them 2a+1 and 2b+1.\n</think>\n\n"
                                                     "Their sum is 2(a+b+1), which is even.")})
-    named_configs(root / "open-r1" / "OpenR1-Math-220k", {"default": {"train": openr1[:300]},
-                                                         "extended": {"train": openr1[300:]}})
+    named_configs(root / "open-r1" / "OpenR1-Math-220k", {"default": {"train": openr1[:OPENR1_DEFAULT_ROWS]},
+                                                         "extended": {"train": openr1[OPENR1_DEFAULT_ROWS:]}})
     coding = [stdin_problem(rng, i) for i in range(CODE_EVAL_ROWS + 40)]
     split_file(root / "open-r1" / "verifiable-coding-problems-python", "train", coding)
 
@@ -209,7 +221,8 @@ def build(root: Path) -> dict[str, int]:
     counts = build_datasets(root)
     texts = []
     for path in sorted(root.glob("**/*.parquet")):
-        texts += [json.dumps(row, ensure_ascii=False) for row in pq.read_table(path).to_pylist()]
+        rows = pq.read_table(path).to_pylist()
+        texts += [json.dumps(row, ensure_ascii=False)[:TOKENIZER_TEXT_CHARS] for row in rows]
     build_models(root, texts)
     return counts
 

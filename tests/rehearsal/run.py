@@ -201,6 +201,11 @@ def rehearse_15b(env: dict) -> None:
           and data["bad_rows_dropped"].get("rl_prompts: gold answer is a placeholder") == 1,
           f"prepare_data: evaluation sets whole (ours, hub's: {sizes}; MATH-500's `\\$36` gold answer read), "
           f"OpenR1's `proof` placeholder dropped from the RL prompts")
+    cold_start = json.loads((run_dir / "cold_start_sft" / "manifest.json").read_text())["metrics"]
+    check(cold_start["examples"] == 5000 and cold_start["examples_over_max_length"] > 0,
+          f"the cold start trained on the 5,000 examples its config asks for, selected from "
+          f"{cold_start['examples_read']} of which {cold_start['examples_over_max_length']} (OpenR1's long traces) "
+          "are longer than its 4,096-token window")
     r1_zero = log("qwen2.5-1.5b", "r1_zero")
     check("--num_processes 2" in r1_zero and "zero2.yaml" in r1_zero and "--vllm_mode colocate" in r1_zero
           and (run_dir / "r1_zero" / "model.safetensors").exists(),
