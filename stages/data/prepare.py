@@ -47,12 +47,12 @@ from stages.lib.artifacts import staged_output
 from stages.lib.cli import parse_config, print_config
 from stages.lib.data.schema import SCHEMAS, kind_of, normalize_prompt, parse_tests
 from stages.lib.latex import last_boxed
+from stages.lib.rewards.answers import CHOICE_INSTRUCTION, CHOICE_LETTERS
 
 FORMATS = ("columns", "gpqa", "hh_rlhf")
 SOURCE_KEYS = {"path", "name", "split", "data_dir", "revision", "format", "fields", "solution_from_boxed",
                "domain", "split_as", "skip_rows", "max_rows", "exclude_rows"}
 DEFAULT_DOMAIN = {"reasoning": "math", "general": "general", "sft": "general", "preference": "general"}
-CHOICE_LETTERS = "ABCD"
 # NuminaMath (OpenR1-Math's source) writes these where a problem has no checkable answer; math-verify parses
 # them as symbols, so they would enter RL as gold answers no completion can match
 PLACEHOLDER_ANSWERS = {"proof", "notfound"}
@@ -214,7 +214,7 @@ def gpqa_row(row: dict, seed: int) -> dict:
     rng = random.Random(f"{seed}:{question}")
     rng.shuffle(choices)
     options = "\n".join(f"{letter}) {choice}" for letter, choice in zip(CHOICE_LETTERS, choices))
-    prompt = f"{question}\n\n{options}\n\nAnswer with the letter of the correct option."
+    prompt = f"{question}\n\n{options}\n\n{CHOICE_INSTRUCTION}"
     return {"prompt": prompt, "solution": CHOICE_LETTERS[choices.index(correct)]}
 
 

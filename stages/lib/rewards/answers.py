@@ -6,6 +6,22 @@ from stages.lib.latex import boxed_answers
 from stages.lib.templates import ResponseFormat
 
 MAX_ANSWER_CHARS = 300  # a final answer longer than this is not an answer (MATH's longest are ~150)
+# Multiple choice (GPQA): the options are lettered, the prompt asks for the letter boxed, and a summary
+# that boxes nothing may instead end with simple-evals' `Answer: C` line, the form the published figures'
+# harnesses read
+CHOICE_LETTERS = "ABCD"
+CHOICE_INSTRUCTION = "Answer with the letter of the correct option within \\boxed{}."
+ANSWER_LINE = re.compile(rf"(?i:answer)[\s*_]*[:：]\s*[\s*_($]*([{CHOICE_LETTERS}])\b")
+
+
+def is_choice_row(row: dict) -> bool:
+    return str(row.get("solution") or "") in tuple(CHOICE_LETTERS) and "\nA) " in str(row.get("prompt") or "")
+
+
+def choice_answer(text: str) -> str | None:
+    """The letter of the last `Answer: X`."""
+    letters = ANSWER_LINE.findall(text)
+    return letters[-1] if letters else None
 
 
 def one_answer(answers: list[str]) -> str | None:

@@ -5,7 +5,8 @@ all grade through a `Grader`: one owner of the answer verifier, the sandbox and 
 """
 
 from stages.lib.data.schema import parse_tests
-from stages.lib.rewards.answers import extract_final_answer
+from stages.lib.latex import boxed_answers
+from stages.lib.rewards.answers import choice_answer, extract_final_answer, is_choice_row
 from stages.lib.rewards.code import CodeVerifier, extract_program, is_code_row
 from stages.lib.rewards.verify import AnswerVerifier
 from stages.lib.templates import ResponseFormat, response_format
@@ -29,10 +30,16 @@ def gold_problem(row: dict) -> str | None:
 
 
 def graded_answer(completion: str, row: dict, fmt: ResponseFormat, code_language: str = "python") -> str | None:
-    """What is graded in a completion: the program of a code row, the final answer of a math row."""
+    """What is graded in a completion: the program of a code row, the final answer of a math row (a multiple
+    choice row's summary that boxes nothing may give its letter on an `Answer: X` line)."""
     if is_code_row(row):
         return extract_program(completion, fmt, code_language)
-    return extract_final_answer(completion, fmt)
+    answer = extract_final_answer(completion, fmt)
+    if answer is None and is_choice_row(row):
+        text = fmt.answer_text(completion)
+        if text and not boxed_answers(text):
+            return choice_answer(text)
+    return answer
 
 
 class Grader:
