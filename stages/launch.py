@@ -88,6 +88,15 @@ def stage_arg(stage_args: list[str], flag: str) -> str:
     return stage_args[stage_args.index(flag) + 1]
 
 
+def server_context(stage_args: list[str]) -> list[str]:
+    """vLLM's context for the trainer's sequences (longest prompt + completion): without one, vLLM plans its
+    KV cache for the model's whole context (131,072 positions for Qwen2.5-7B)."""
+    flags = ("--max_prompt_length", "--max_completion_length")
+    if not all(flag in stage_args for flag in flags) or not int(stage_arg(stage_args, flags[0])):
+        return []  # no prompt limit: the model's own context
+    return ["--max_model_len", str(sum(int(stage_arg(stage_args, flag)) for flag in flags))]
+
+
 def host_address(host: str) -> str:
     """The node's address as the other nodes reach it (its name where it does not resolve here)."""
     try:
@@ -112,7 +121,7 @@ def plan(config: LaunchConfig, hosts: list[str], stage_args: list[str], job_id: 
         tp = config.vllm_server_tensor_parallel_size
         server = ["trl", "vllm-serve", "--model", stage_arg(stage_args, "--model_path"),
                   "--tensor_parallel_size", str(tp), "--data_parallel_size", str(config.vllm_server_gpus // tp),
-                  "--host", "0.0.0.0", "--port", str(config.vllm_server_port)]
+                  "--host", "0.0.0.0", "--port", str(config.vllm_server_port), *server_context(stage_args)]
         tasks.append(Task("vllm-server", hosts[0], prefix + server,
                           {"CUDA_VISIBLE_DEVICES": gpu_list(0, config.vllm_server_gpus)},
                           ready_url=f"http://{hosts[0]}:{config.vllm_server_port}/health",

@@ -33,6 +33,7 @@ NOT_RUN = {
     "make lock": "rewrites the lock",
     "make screenshot": "needs a finished tiny run and a browser",
     ".venv/bin/hf auth login": "interactive, and needs the hub",
+    ".venv/bin/python -m stages.hub_probe": "needs the hub (tests/test_hub_probe.py runs it on the rehearsal's)",
     "bench/gpu_smoke.sh": "needs a GPU (tests/test_bench.py plans it)",
 }
 

@@ -176,12 +176,12 @@ def test_multiple_choice_takes_a_boxed_letter_or_the_answer_line_published_harne
     row = {"id": "q", "level": 0, "solution": "C", "domain": "stem",
            "prompt": f"Which particle carries the electromagnetic force?\n\nA) gluon\nB) W boson\nC) photon\n"
                      f"D) graviton\n\n{CHOICE_INSTRUCTION}"}
-    summaries = ["The answer is \\boxed{C}.", "It is the photon.\n\n**Answer:** C", "Answer: B", "Answer: C\n\\boxed{B}",
-                 "\\boxed{C} or \\boxed{B}\nAnswer: C", "It is the photon."]
+    summaries = ["The answer is \\boxed{C}.", "It is the photon.\n\n**Answer:** C", "Answer: B",
+                 "Answer: C\n\\boxed{B}", "\\boxed{C} or \\boxed{B}\nAnswer: C", "It is the photon."]
     samples = [[Sample(f"<think>\nphoton\n</think>\n\n{text}", 10, True) for text in summaries]]
     grader = Grader("chat")
     scores, records = score_set([row], samples, len(summaries), grader)
     grader.close()
-    assert [r["correct"] for r in records] == [True, True, False, False, False, False]  # a box decides when there is one
+    assert [r["correct"] for r in records] == [True, True, False, False, False, False]  # a box decides if there is one
     math_row = {**row, "prompt": "What is 1 + 2? Answer in words.", "solution": "3"}
     assert Grader("chat").answer("<think>\nx\n</think>\n\nAnswer: C", math_row) is None  # only for lettered options

@@ -57,9 +57,10 @@ def test_multi_node_grpo_serves_vllm_on_the_first_node_and_trains_on_the_others(
     hosts = ["node-17", "node-18", "node-19"]
     config = LaunchConfig(module="stages.grpo", nodes=3, gpus_per_node=8, accelerate_config=ZERO3,
                           vllm_server_gpus=8, vllm_server_tensor_parallel_size=2)
-    server, *trainers = plan(config, hosts, STAGE)
+    server, *trainers = plan(config, hosts, STAGE + ["--max_prompt_length", "1024", "--max_completion_length", "8192"])
     assert server.host == "node-17" and server.argv[:4] == ["trl", "vllm-serve", "--model", "results/q/cold_start_sft"]
     assert server.argv[4:8] == ["--tensor_parallel_size", "2", "--data_parallel_size", "4"]
+    assert server.argv[-2:] == ["--max_model_len", str(1024 + 8192)]  # the stage's longest sequence
     assert server.env == {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
     assert [t.host for t in trainers] == ["node-18", "node-19"]
     for rank, task in enumerate(trainers):

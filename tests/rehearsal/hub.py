@@ -8,7 +8,7 @@ Each data set has its hub original's columns, config names, data directories and
 few hundred rows (the tiny world's problems, instructions and preferences, in those columns), so the
 real preparation code (stages/data/prepare.py) maps, filters and decontaminates them, with the real
 sets' oddities planted (an escaped-dollar MATH-500 answer, a `proof` placeholder). Each Qwen model is
-Qwen-shaped (Qwen2 architecture, tied embeddings, a 4,096-token context as Qwen2.5-Math's) with a
+Qwen-shaped (Qwen2 architecture, tied embeddings, its real context: 4,096 positions for Qwen2.5-Math) with a
 byte-level BPE tokenizer whose eos is <|endoftext|>, a ChatML template with Qwen2.5's default system
 turn, and the template's tags split into several tokens, as Qwen2.5's own; the R1-Distill models carry
 DeepSeek's tokenizer and template (build_models). All randomly initialised, since the rehearsal proves
@@ -33,7 +33,10 @@ from stages.lib.tokenizer import CHAT_TEMPLATE, CHATML_TOKENS, IM_START, chat_te
 MODELS = ["Qwen/Qwen2.5-Math-1.5B", "Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-7B",
           "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"]
 MODEL_SHAPE = dict(hidden_size=256, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
-                   intermediate_size=512, max_position_embeddings=4096, tie_word_embeddings=True)
+                   intermediate_size=512)
+# Each model's positions (max_position_embeddings in its config.json; real-ids-audit-4)
+POSITIONS = {"Qwen/Qwen2.5-Math-1.5B": 4096, "Qwen/Qwen2.5-0.5B": 32768, "Qwen/Qwen2.5-7B": 131072,
+             "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B": 131072, "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B": 131072}
 VOCAB_SIZE = 1000
 CODE_EVAL_ROWS = 500  # the configs hold out the coding set's first 500 rows (skip_rows / max_rows)
 # OpenR1-Math's `default` config: enough rows for the 1.5B cold start's 5,000 examples that fit its window, after
@@ -200,7 +203,7 @@ def save_model(directory: Path, tokenizer, tied: bool, positions: int, seed: int
 
 def build_models(root: Path, texts: list[str], seed: int = 0) -> None:
     """Qwen2.5 stand-ins: a base tokenizer (eos <|endoftext|>), ChatML with the model's default system turn,
-    tied embeddings, 4,096 positions. R1-Distill stand-ins: DeepSeek's tokens and template (the reasoning
+    tied embeddings, the model's positions. R1-Distill stand-ins: DeepSeek's tokens and template (the reasoning
     opened in the generation prompt), `<think>` and `</think>` as ordinary added tokens, no ChatML token,
     untied embeddings, 131,072 positions."""
     # a Qwen2.5 base model ends text with <|endoftext|>, turns with <|im_end|>
@@ -209,12 +212,12 @@ def build_models(root: Path, texts: list[str], seed: int = 0) -> None:
                                            "additional_special_tokens": [IM_START, IM_END]})
     for name in MODELS[:3]:
         qwen.chat_template = qwen_template(QWEN_MATH_SYSTEM if "Math" in name else QWEN_SYSTEM)
-        save_model(root / name, qwen, tied=True, positions=MODEL_SHAPE["max_position_embeddings"], seed=seed)
+        save_model(root / name, qwen, tied=True, positions=POSITIONS[name], seed=seed)
     distill = train_tokenizer(texts, VOCAB_SIZE, tags_as_tokens=True, chat_template=R1_DISTILL_TEMPLATE,
                               special_tokens={"bos_token": BOS, "eos_token": EOS, "pad_token": EOS,
                                               "additional_special_tokens": [USER, ASSISTANT]})
     for name in MODELS[3:]:
-        save_model(root / name, distill, tied=False, positions=131072, seed=seed)
+        save_model(root / name, distill, tied=False, positions=POSITIONS[name], seed=seed)
 
 
 def build(root: Path) -> dict[str, int]:

@@ -1,0 +1,201 @@
+"""Checks what a real config reads from the hub against what the code expects, before the first run: run
+it on the login node (where the hub is reachable), after `huggingface-cli login` for the gated sets.
+
+    python -m stages.hub_probe --configfile configs/qwen2.5-1.5b.yaml [--rows 200]
+
+For every data source of `data.hub.sets` it streams the first `--rows` rows and maps them with
+prepare_data's own code (columns, nested fields, types, gold answers, test cases), and for the cold start
+it measures how many conversations fit `cold_start_sft.max_length` in the base model's tokenizer. For
+every model it loads the config and tokenizer and reads the chat template (present, its default system
+turn, whether it opens the reasoning), the end-of-sequence token and the context length against the
+lengths the config trains it at. It prints one table, each source's and model's resolved revision (pin
+them with `revision:`), and exits 1 with what differs.
+"""
+
+import argparse
+import itertools
+import sys
+from collections import Counter
+from pathlib import Path
+
+import yaml
+
+from stages.data.prepare import BadRow, convert
+from stages.lib.config_checks import pretrained_models
+from stages.lib.data.schema import kind_of
+from stages.lib.settings import settings_at
+from stages.lib.templates import CHAT, reasoning_prefill
+
+PROBE_QUESTION = "What is 2 + 3?"
+# A probed set passes when at least this share of its first rows maps (prepare_data drops the rest, counted)
+MIN_USABLE_SHARE = 0.5
+
+
+def resolved_revision(path: str, revision: str | None, kind: str) -> str:
+    """The commit a hub id resolves to now ("local" for a directory), to pin it with `revision:`."""
+    if Path(path).exists():
+        return "local"
+    from huggingface_hub import HfApi
+
+    info = HfApi().dataset_info(path, revision=revision) if kind == "dataset" else \
+        HfApi().model_info(path, revision=revision)
+    return info.sha
+
+
+def stream_rows(source: dict, rows: int) -> list[dict]:
+    from datasets import load_dataset
+
+    path, split = source["path"], source.get("split", "train")
+    if path.endswith(".parquet"):
+        stream = load_dataset("parquet", data_files={split: path}, split=split, streaming=True)
+    else:
+        stream = load_dataset(path, source.get("name"), split=split, data_dir=source.get("data_dir"),
+                              revision=source.get("revision"), streaming=True)
+    return list(itertools.islice(stream, rows))
+
+
+def probe_source(stem: str, source: dict, rows: int, seed: int) -> tuple[dict, list[dict], str | None]:
+    """(a table row, the converted rows, the problem or None)."""
+    where = f"data.hub.sets.{stem}: {source['path']}" + (f" ({source['name']})" if source.get("name") else "")
+    try:
+        raw = stream_rows(source, rows)
+    except Exception as error:  # the hub's own message says what is wrong (config, split, gating, network)
+        return {"what": where, "result": "unreadable"}, [], f"{where}: {type(error).__name__}: {str(error)[:300]}"
+    converted, reasons = [], Counter()
+    for row in raw:
+        try:
+            converted.append(convert(row, kind_of(stem), source, seed))
+        except BadRow as problem:
+            reasons[str(problem)[:80]] += 1
+    columns = sorted(raw[0]) if raw else []
+    usable = len(converted) / len(raw) if raw else 0.0
+    result = {"what": where, "result": f"{len(converted)}/{len(raw)} rows map", "columns": ", ".join(columns)}
+    if reasons:
+        result["bad rows"] = "; ".join(f"{n} x {reason}" for reason, n in reasons.most_common(3))
+    problem = None
+    if not raw:
+        problem = f"{where}: no rows in split {source.get('split', 'train')!r}"
+    elif usable < MIN_USABLE_SHARE or (stem.startswith("eval_") and reasons):
+        problem = (f"{where}: {len(raw) - len(converted)} of the first {len(raw)} rows cannot be read "
+                   f"({result['bad rows']}); its columns are {columns}, the config maps {source.get('fields', {})}")
+    return result, converted, problem
+
+
+def trace_lengths(conversations: list[dict], tokenizer) -> list[int]:
+    return [len(tokenizer.apply_chat_template(row["messages"])["input_ids"]) for row in conversations]
+
+
+def cold_start_fit(config: dict, conversations: list[dict], tokenizer) -> tuple[str, str | None]:
+    """How many of the probed conversations fit cold_start_sft's window, and whether the pool holds its
+    max_examples at that share."""
+    sft = settings_at(config, "cold_start_sft")
+    window, wanted = sft.get("max_length", 1024), sft.get("max_examples", 0)
+    lengths = trace_lengths(conversations, tokenizer)
+    fitting = sum(n <= window for n in lengths)
+    share = fitting / len(lengths) if lengths else 0.0
+    pool = sum(source.get("max_rows", 0) for source in config["data"]["hub"]["sets"].get("cold_start", []))
+    line = (f"{fitting}/{len(lengths)} fit cold_start_sft.max_length={window} (longest {max(lengths, default=0)} "
+            f"tokens)")
+    if wanted and pool and share * pool < wanted:
+        return line, (f"data.hub.sets.cold_start: at the {share:.0%} of traces that fit {window} tokens, a pool of "
+                      f"{pool} rows (max_rows) holds ~{share * pool:.0f}, short of cold_start_sft.max_examples="
+                      f"{wanted}: raise max_rows to {int(wanted / max(share, 1e-9) * 1.2) + 1} or more")
+    return line, None
+
+
+def trained_lengths(config: dict, key: str) -> tuple[int, int]:
+    """(the longest sequence the config trains or samples the model at, the context it extends it to)."""
+    if key == "base.name_or_path":
+        sections = [settings_at(config, s) for s in ("cold_start_sft", "mixture_sft")]
+        return max(s.get("max_length", 0) for s in sections), 0
+    if key.startswith("distill.students."):
+        student = key.split(".")[2]
+        sft = {**settings_at(config, "distill.sft"), **config["distill"]["students"][student].get("sft", {})}
+        return sft.get("max_length", 0), sft.get("extend_context_to", 0)
+    return settings_at(config, "evaluation.settings").get("max_new_tokens", 0), 0
+
+
+def probe_model(key: str, path: str, config: dict) -> tuple[dict, str | None, object]:
+    from transformers import AutoConfig, AutoTokenizer
+
+    revision = None
+    if key.endswith(".name_or_path"):
+        revision = settings_at(config, key.rsplit(".", 1)[0]).get("revision")
+    try:
+        model_config = AutoConfig.from_pretrained(path, revision=revision)
+        tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
+    except Exception as error:
+        return {"what": f"{key}: {path}", "result": "unreadable"}, f"{key}: {path}: {str(error)[:300]}", None
+    context = getattr(model_config, "max_position_embeddings", None)
+    longest, extended = trained_lengths(config, key)
+    row = {"what": f"{key}: {path}", "result": f"context {context}", "eos": tokenizer.eos_token}
+    problem = None
+    if not tokenizer.chat_template:
+        row["template"] = "none"
+        problem = f"{key}: {path} has no chat template (the chat stages and evaluation need one)"
+    else:
+        rendered = CHAT.render(PROBE_QUESTION, tokenizer)
+        row["template"] = ", ".join(filter(None, [
+            "default system turn" if rendered.count("system") > 0 else "",
+            f"opens the reasoning ({reasoning_prefill(rendered)!r})" if reasoning_prefill(rendered) else ""])) \
+            or "plain"
+    if context and longest > (extended or context) and not key.startswith("evaluation."):
+        problem = problem or (f"{key}: {path} has {context} positions, the config trains it at {longest} tokens: "
+                              "lower max_length, or set extend_context_to")
+    return row, problem, tokenizer
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stages.hub_probe", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configfile", type=Path, nargs="+", required=True, help="As given to snakemake.")
+    parser.add_argument("--rows", type=int, default=200, help="Rows streamed from each data source.")
+    args = parser.parse_args(argv)
+    from stages.preflight import deep_update
+
+    config: dict = {}
+    for path in args.configfile:
+        config = deep_update(config, yaml.safe_load(path.read_text()) or {})
+    if "hub" not in config.get("data", {}):
+        raise SystemExit("hub_probe: this config builds its own data (data.tiny): nothing on the hub to probe")
+    table, problems, cold_start = [], [], []
+    tokenizers = {}
+    for key, path in pretrained_models(config).items():
+        row, problem, tokenizer = probe_model(key, path, config)
+        tokenizers[key] = tokenizer
+        row["revision"] = _revision(path, "model", settings_at(config, key.rsplit(".", 1)[0]).get("revision"))
+        table.append(row)
+        problems += [problem] if problem else []
+    for stem, sources in config["data"]["hub"]["sets"].items():
+        for source in sources:
+            row, converted, problem = probe_source(stem, source, args.rows, config.get("seed", 0))
+            row["revision"] = _revision(source["path"], "dataset", source.get("revision"))
+            table.append(row)
+            problems += [problem] if problem else []
+            if stem == "cold_start":
+                cold_start += converted
+    base_tokenizer = tokenizers.get("base.name_or_path")
+    if cold_start and base_tokenizer is not None:
+        line, problem = cold_start_fit(config, cold_start, base_tokenizer)
+        table.append({"what": "cold start traces", "result": line})
+        problems += [problem] if problem else []
+    for row in table:
+        details = " | ".join(str(v) if k == "result" else f"{k}: {v}" for k, v in row.items() if k != "what")
+        print(f"{row['what']}\n    {details}")
+    if problems:
+        print(f"\n{len(problems)} difference(s) between the hub and what the config expects:")
+        print("\n".join(f"  - {problem}" for problem in problems))
+        return 1
+    print("\nthe hub holds what the config expects; pin the revisions above with `revision:` to keep it so")
+    return 0
+
+
+def _revision(path: str, kind: str, revision: str | None) -> str:
+    try:
+        return resolved_revision(path, revision, kind)
+    except Exception as error:  # offline, or gated without a login: the table says so
+        return f"unresolved ({type(error).__name__})"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
