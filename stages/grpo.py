@@ -88,6 +88,13 @@ def general_prompt_rows(paths: list[str], fmt: ResponseFormat, tokenizer=None,
     return rows
 
 
+def general_phase_start(config: GRPOStageConfig) -> int:
+    """The first step of final RL's general phase, at a rollout's start: TRL shuffles a rollout's samples
+    over its steps, so a phase starting inside one would mix general prompts into the steps before it."""
+    rollouts = round(config.max_steps * (1 - config.general_phase_fraction) / config.steps_per_rollout)
+    return rollouts * config.steps_per_rollout
+
+
 def phased_prompts(reasoning: list[dict], general: list[dict], max_steps: int, questions_per_step: int,
                    phase_start: int, general_share: float, seed: int) -> Dataset:
     """The final RL schedule as an ordered dataset: reasoning prompts only before `phase_start`, then
@@ -207,6 +214,8 @@ def trainer_arguments(config: GRPOStageConfig, world_size: int, vllm_stop: dict)
         "shuffle_dataset": not config.general_data,  # the final RL schedule fixes the order itself
         "epsilon_high": config.epsilon_high or None,  # 0: the same as epsilon
         "vllm_server_host": config.vllm_server_host or "0.0.0.0",
+        # TRL counts micro-batches: one rollout feeds steps_per_rollout optimizer steps of accumulation each
+        "steps_per_generation": config.steps_per_rollout * config.gradient_accumulation_steps,
     }
     return GRPOConfig(**config.trainer_kwargs(workflow_trainer_defaults(), translated))
 
@@ -245,7 +254,7 @@ def main(argv=None):
     phase_start = None
     if config.general_data:
         general = general_prompt_rows(config.general_data, fmt, tokenizer, config.max_prompt_length)
-        phase_start = round(config.max_steps * (1 - config.general_phase_fraction))
+        phase_start = general_phase_start(config)
         dataset = phased_prompts(dataset.to_list(), general, config.max_steps, config.questions_per_step, phase_start,
                                  config.general_share, config.seed)
         inputs.update({f"general_data_{i}": p for i, p in enumerate(config.general_data)})

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import yaml
 
-from stages.data.prepare import BadRow, convert
 from stages.lib.config_checks import pretrained_models
 from stages.lib.data.schema import kind_of
-from stages.lib.settings import settings_at
+from stages.lib.data.sources import BadRow, convert
+from stages.lib.settings import deep_update, settings_at
 from stages.lib.templates import CHAT, reasoning_prefill
 
 PROBE_QUESTION = "What is 2 + 3?"
@@ -151,8 +151,6 @@ def main(argv=None) -> int:
     parser.add_argument("--configfile", type=Path, nargs="+", required=True, help="As given to snakemake.")
     parser.add_argument("--rows", type=int, default=200, help="Rows streamed from each data source.")
     args = parser.parse_args(argv)
-    from stages.preflight import deep_update
-
     config: dict = {}
     for path in args.configfile:
         config = deep_update(config, yaml.safe_load(path.read_text()) or {})

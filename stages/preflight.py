@@ -36,7 +36,7 @@ import yaml
 from stages.lib.config_checks import REPO
 from stages.lib.recipe import STAGES
 from stages.lib.rewards.sandbox import isolation_probe, isolation_problem
-from stages.lib.settings import compute_settings, container_images, job_wall_hours
+from stages.lib.settings import compute_settings, container_images, deep_update, job_wall_hours
 
 REFERENCE_GPU = "an H100 80GB"  # the GPU the configs' estimated_gpu_hours are stated for (gpu_speed: 1)
 # Values the shipped profile holds where each site must put its own (profiles/slurm/config.yaml, SITE lines).
@@ -439,13 +439,6 @@ def main(argv=None) -> int:
     print(f"nothing to fix; launch with: {launch}")
     return 0
 
-
-def deep_update(base: dict, override: dict) -> dict:
-    merged = dict(base)
-    for key, value in override.items():
-        merged[key] = deep_update(merged[key], value) \
-            if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
-    return merged
 
 
 if __name__ == "__main__":

@@ -171,7 +171,7 @@ def _chatml():
 
 def test_multiple_choice_takes_a_boxed_letter_or_the_answer_line_published_harnesses_read():
     """GPQA's figures come from harnesses reading `Answer: X`; our prompt asks for the letter boxed."""
-    from stages.lib.rewards.answers import CHOICE_INSTRUCTION
+    from stages.lib.templates import CHOICE_INSTRUCTION
 
     row = {"id": "q", "level": 0, "solution": "C", "domain": "stem",
            "prompt": f"Which particle carries the electromagnetic force?\n\nA) gluon\nB) W boson\nC) photon\n"

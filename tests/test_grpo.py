@@ -75,6 +75,30 @@ def test_code_rows_train_beside_math_rows_with_the_code_reward(tiny_model_dir, t
     assert last["rewards/code/mean"] == 0.0  # scored (a seconds-trained model writes no program), not skipped
 
 
+def test_a_rollout_is_sampled_once_and_trained_as_several_steps(tiny_model_dir, small_data_dir, tmp_path):
+    """The paper's shape: 8,192 outputs sampled at once, trained as 16 steps (steps_per_rollout)."""
+    out = tmp_path / "r1_zero"
+    grpo.main(["--stage", "r1_zero", "--template", "r1_zero", "--model_path", str(tiny_model_dir),
+               "--train_data", str(small_data_dir / "rl_prompts.parquet"), "--output_dir", str(out),
+               "--num_generations", "4", "--questions_per_step", "2", "--max_completion_length", "8",
+               "--max_steps", "4", "--logging_steps", "1", "--save_steps", "100", "--steps_per_rollout", "2"])
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").open()]
+    assert [r["step"] for r in rows if r.get("reward") is not None] == [1, 3]  # sampled at each rollout's start
+    assert [r["step"] for r in rows if r.get("loss") is not None] == [1, 2, 3, 4]
+    args = grpo.trainer_arguments(GRPOStageConfig(model_path="m", train_data=["d"], output_dir=str(tmp_path / "o"),
+                                                  steps_per_rollout=16, gradient_accumulation_steps=4), 8, {})
+    # TRL's generation batch on 8 processes: 512 questions x 16 outputs
+    assert args.steps_per_generation == 64 and args.per_device_train_batch_size * 8 * 64 == 32 * 16 * 16
+
+
+def test_final_rls_general_phase_starts_with_a_rollout():
+    config = GRPOStageConfig(model_path="m", train_data=["d"], output_dir="o", max_steps=1700, steps_per_rollout=16,
+                             general_data=["g"])
+    assert grpo.general_phase_start(config) == 1296  # the paper's last 400 of 1,700 steps, at a rollout's start
+    assert grpo.general_phase_start(GRPOStageConfig(model_path="m", train_data=["d"], output_dir="o",
+                                                    max_steps=1700)) == 1300
+
+
 def test_batch_that_does_not_split_is_named():
     config = GRPOStageConfig(model_path="m", train_data=["d"], output_dir="o", num_generations=3,
                              questions_per_step=3, gradient_accumulation_steps=2)

@@ -42,7 +42,8 @@ def test_a_model_fine_tuned_from_a_qwen_base_names_its_stop_tokens(qwen_style_mo
     out = tmp_path / "dev1"
     sft.main(["--model_path", str(qwen_style_model_dir), "--train_data", str(small_data_dir / "cold_start.parquet"),
               "--output_dir", str(out), "--stage", "cold_start_sft", "--max_steps", "1",
-              "--per_device_train_batch_size", "4", "--max_length", "128", "--save_steps", "1000"])
+              "--per_device_train_batch_size", "4", "--max_length", "128", "--max_examples", "8",
+              "--save_steps", "1000"])  # the first 8 of the conversations that fit 128 of its tokens
     saved = json.loads((out / "generation_config.json").read_text())
     assert set(saved["eos_token_id"]) == end_ids(AutoTokenizer.from_pretrained(out))
 

@@ -45,27 +45,12 @@ import pyarrow.parquet as pq
 
 from stages.lib.artifacts import staged_output
 from stages.lib.cli import parse_config, print_config
-from stages.lib.data.schema import SCHEMAS, kind_of, normalize_prompt, parse_tests
-from stages.lib.latex import last_boxed
-from stages.lib.rewards.answers import CHOICE_INSTRUCTION, CHOICE_LETTERS
+from stages.lib.data.schema import SCHEMAS, kind_of, normalize_prompt
+from stages.lib.data.sources import BadRow, convert
 
 FORMATS = ("columns", "gpqa", "hh_rlhf")
 SOURCE_KEYS = {"path", "name", "split", "data_dir", "revision", "format", "fields", "solution_from_boxed",
                "domain", "split_as", "skip_rows", "max_rows", "exclude_rows"}
-DEFAULT_DOMAIN = {"reasoning": "math", "general": "general", "sft": "general", "preference": "general"}
-# NuminaMath (OpenR1-Math's source) writes these where a problem has no checkable answer; math-verify parses
-# them as symbols, so they would enter RL as gold answers no completion can match
-PLACEHOLDER_ANSWERS = {"proof", "notfound"}
-UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
-
-
-class BadRow(ValueError):
-    """A source row that cannot become a training or evaluation example. `reason` is what the
-    manifest counts; `detail` adds the row's own value to the error message."""
-
-    def __init__(self, reason: str, detail: str = ""):
-        super().__init__(f"{reason}{detail}")
-        self.reason = reason
 
 
 @dataclass
@@ -122,149 +107,6 @@ def load_source(source: dict):
     return load_dataset(path, source.get("name"), split=split, data_dir=source.get("data_dir"),
                         revision=source.get("revision"), download_mode="force_redownload" if local else None,
                         verification_mode="no_checks" if local else None)  # its cached split sizes are stale too
-
-
-def lookup(row: dict, dotted: str):
-    """`messages.-1.content` -> row["messages"][-1]["content"]; a missing step is a bad row."""
-    value = row
-    for step in dotted.split("."):
-        try:
-            value = value[int(step)] if isinstance(value, list) else value[step]
-        except (KeyError, IndexError, ValueError, TypeError):
-            raise BadRow(f"no '{dotted}'", f" (stops at '{step}')") from None
-    return value
-
-
-def text(value, what: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise BadRow(f"empty or missing {what}")
-    return value.strip()
-
-
-def gold_answer(value, from_boxed: bool) -> str:
-    value = text(value if not isinstance(value, (int, float)) else str(value), "gold answer")
-    if from_boxed:
-        boxed = last_boxed(value)
-        if boxed is None or not boxed.strip():
-            raise BadRow("no \\boxed{} answer in the solution")
-        value = boxed.strip()
-    if value.lower() in PLACEHOLDER_ANSWERS:
-        raise BadRow("gold answer is a placeholder", f": {value!r}")
-    if not parses_as_answer(value):
-        raise BadRow("gold answer cannot be parsed", f": {value[:60]!r}")
-    return value
-
-
-def parses_as_answer(answer: str) -> bool:
-    """Whether math-verify finds an answer in the gold string (a letter or a word counts). Its parse
-    returns [value, string] on success and only the string when nothing parsed. A string without math
-    delimiters is wrapped in $...$; an escaped dollar (MATH-500's `\\$18.90`) is text, not a delimiter."""
-    from math_verify import parse
-
-    delimited = UNESCAPED_DOLLAR.search(answer) or "\\(" in answer
-    return len(parse(answer if delimited else f"${answer}$", parsing_timeout=5)) > 1
-
-
-def messages(value) -> list[dict]:
-    if not isinstance(value, list) or not value:
-        raise BadRow("messages is not a non-empty list")
-    turns = []
-    for message in value:
-        if not isinstance(message, dict) or message.get("role") not in ("system", "user", "assistant"):
-            raise BadRow("a message without a system/user/assistant role")
-        turns.append({"role": message["role"], "content": text(message.get("content"), "message content")})
-    if turns[-1]["role"] != "assistant" or not any(t["role"] == "user" for t in turns):
-        raise BadRow("messages must contain a user turn and end with the assistant's")
-    return turns
-
-
-def hh_split(dialogue: str) -> tuple[str, str]:
-    """An Anthropic HH transcript -> (prompt: every turn before the last reply, last reply)."""
-    marker = "\n\nAssistant:"
-    cut = dialogue.rfind(marker)
-    if cut == -1:
-        raise BadRow("no Assistant turn in the dialogue")
-    prompt = re.sub(r"^\s*Human:\s*", "", dialogue[:cut].strip())
-    return text(prompt, "prompt"), text(dialogue[cut + len(marker):], "reply")
-
-
-def test_cases(value) -> str:
-    """A code row's test cases as the `tests` column's JSON: stdin/stdout pairs and assert lines."""
-    try:
-        cases = parse_tests(json.loads(value) if isinstance(value, str) else value)
-    except (ValueError, TypeError) as error:
-        raise BadRow("unusable test cases", f": {str(error)[:80]}") from None
-    converted = []
-    for case in cases:
-        if "assert" in case:
-            converted.append({"assert": text(case["assert"], "assert test")})
-            continue
-        if case.get("type", "stdin_stdout") != "stdin_stdout":
-            raise BadRow(f"test case type {case.get('type')!r} is not supported (stdin_stdout or assert)")
-        if not isinstance(case["input"], str) or not isinstance(case["output"], str):
-            raise BadRow("a test case's input or output is not text")
-        converted.append({"input": case["input"], "output": case["output"]})
-    return json.dumps(converted, ensure_ascii=False)
-
-
-def gpqa_row(row: dict, seed: int) -> dict:
-    question = text(row.get("Question"), "Question")
-    correct = text(row.get("Correct Answer"), "Correct Answer")
-    choices = [correct] + [text(row.get(f"Incorrect Answer {i}"), f"Incorrect Answer {i}") for i in (1, 2, 3)]
-    rng = random.Random(f"{seed}:{question}")
-    rng.shuffle(choices)
-    options = "\n".join(f"{letter}) {choice}" for letter, choice in zip(CHOICE_LETTERS, choices))
-    prompt = f"{question}\n\n{options}\n\n{CHOICE_INSTRUCTION}"
-    return {"prompt": prompt, "solution": CHOICE_LETTERS[choices.index(correct)]}
-
-
-def convert(row: dict, kind: str, source: dict, seed: int) -> dict:
-    """One source row as a row of `kind` (without `id`); raises BadRow."""
-    fmt, fields = source.get("format", "columns"), source.get("fields", {})
-    is_code = kind == "reasoning" and "tests" in fields
-    domain = source.get("domain", "code" if is_code else DEFAULT_DOMAIN.get(kind, "general"))
-    get = lambda name, default=None: lookup(row, fields.get(name, default or name))  # noqa: E731
-    if kind == "reasoning":
-        level = re.search(r"\d+", str(row.get(fields.get("level", "level"), "")))  # 3, or MATH's "Level 3"
-        shared = {"domain": domain, "level": int(level.group()) if level else 0,
-                  "worked_solution": row.get(fields["worked_solution"], "") if "worked_solution" in fields else ""}
-        if is_code:
-            return {"prompt": text(get("prompt"), "prompt"), "solution": "", "tests": test_cases(get("tests")),
-                    **shared}
-        if fmt == "gpqa":
-            converted = gpqa_row(row, seed)
-        else:
-            converted = {"prompt": text(get("prompt"), "prompt"), "solution": get("solution")}
-        return {"prompt": converted["prompt"], **shared,
-                "solution": gold_answer(converted["solution"], source.get("solution_from_boxed", False))}
-    if kind == "general":
-        if fmt == "hh_rlhf":  # e.g. harmful prompts for the final RL phase, the safe reply as reference
-            prompt, reference = hh_split(text(row.get("chosen"), "chosen"))
-        else:
-            prompt, reference = text(get("prompt"), "prompt"), text(get("reference"), "reference")
-        return {"prompt": prompt, "reference": reference, "domain": domain}
-    if kind == "sft":
-        if "messages" in fields or "prompt" not in fields:
-            turns = messages(get("messages"))
-        else:
-            turns = messages([{"role": "user", "content": get("prompt")},
-                              {"role": "assistant", "content": get("response")}])
-        return {"domain": domain, "messages": turns}
-    if kind == "preference":
-        if fmt == "hh_rlhf":
-            prompt, chosen = hh_split(text(row.get("chosen"), "chosen"))
-            rejected_prompt, rejected = hh_split(text(row.get("rejected"), "rejected"))
-            if rejected_prompt != prompt:
-                raise BadRow("chosen and rejected dialogues differ before the last reply")
-        else:
-            prompt, chosen, rejected = (text(get(f), f) for f in ("prompt", "chosen", "rejected"))
-        if chosen == rejected:
-            raise BadRow("chosen and rejected are the same text")
-        return {"prompt": prompt, "chosen": chosen, "rejected": rejected, "domain": domain,
-                "split": source.get("split_as", "train")}
-    if kind == "corpus":
-        return {"text": text(get("text"), "text")}
-    raise ValueError(f"unknown data kind {kind!r}")
 
 
 def read_rows(stem: str, source_index: int, source: dict, seed: int, on_bad_row: str,

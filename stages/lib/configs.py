@@ -248,11 +248,13 @@ class GRPOStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
         "sync_ref_model": ("beta", "ref_model_sync_steps"), "ref_model_sync_steps": ("ref_model_sync_steps",),
         "ref_model_mixup_alpha": ("ref_model_sync_steps",), "generation_kwargs": ("template",),
         "shuffle_dataset": ("general_data",), "epsilon_high": ("epsilon_high",),
-        "vllm_server_host": ("vllm_server_host",)}
+        "vllm_server_host": ("vllm_server_host",),
+        "steps_per_generation": ("steps_per_rollout", "gradient_accumulation_steps")}
     STAGE_ONLY = COMMON_STAGE_ONLY | {
         "train_data", "stage", "template", "rewards", "language", "max_prompt_length", "max_prompts",
         "overlong_buffer", "code_scoring", "code_timeout_s", "allow_rlimit_only", "general_data",
-        "helpful_reward_model", "harmless_reward_model", "general_phase_fraction", "general_share"}
+        "helpful_reward_model", "harmless_reward_model", "general_phase_fraction", "general_share",
+        "steps_per_rollout"}
     TRAINER_DEFAULTS = {"lr_scheduler_type": "constant", "warmup_steps": 0}  # the paper's constant rate
 
     model_path: str = field(metadata={"help": "Policy to start from: the base model (R1-Zero) or Dev1 "
@@ -288,6 +290,10 @@ class GRPOStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
                                                                   "(paper: 32, so 512 outputs)."})
     gradient_accumulation_steps: int = field(default=1, metadata={"help": "Splits a step's outputs "
                                                                           "into micro-batches."})
+    steps_per_rollout: int = field(default=1, metadata={
+        "help": "Optimizer steps trained on one rollout (paper: 16: 512 questions x 16 outputs sampled at once, "
+                "trained as 16 steps of 32 questions). Old log-probs are recomputed, and TRL corrects vLLM's "
+                "sampling by importance weights."})
     num_iterations: int = field(default=1, metadata={"help": "mu: optimisation passes over each batch."})
     max_prompt_length: int = field(default=0, metadata={"help": "Drop prompts longer than this many tokens "
                                                                 "(0: keep all)."})
@@ -344,9 +350,12 @@ class GRPOStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
                             f"names {len(self.rewards)}: {self.rewards}")
         completions = self.questions_per_step * self.num_generations
         if world_size is not None and completions % (world_size * self.gradient_accumulation_steps):
+            # each step of a rollout takes its own questions_per_step, so a rollout splits when a step does
             problems.append(f"{prefix}questions_per_step x num_generations = {completions} completions per step do "
                             f"not split over {world_size} training process(es) x gradient_accumulation_steps = "
                             f"{self.gradient_accumulation_steps} micro-batches")
+        if self.steps_per_rollout < 1:
+            problems.append(f"{prefix}steps_per_rollout must be 1 or more, not {self.steps_per_rollout}")
         return problems
 
     def per_device_batch_size(self, world_size: int) -> int:

@@ -57,3 +57,12 @@ def uses_launcher(settings: dict) -> bool:
     """Whether a job with these compute settings starts stages.launch (several GPUs or nodes, or a vLLM
     server beside the trainers) rather than one plain process."""
     return settings.get("nodes", 1) > 1 or settings.get("gpu", 0) > 1 or bool(settings.get("vllm_server_gpus"))
+
+
+def deep_update(base: dict, override: dict) -> dict:
+    """`override` layered on `base` as Snakemake layers config files: dicts merge, anything else replaces."""
+    merged = dict(base)
+    for key, value in override.items():
+        merged[key] = deep_update(merged[key], value) \
+            if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+    return merged

@@ -17,6 +17,9 @@ from pathlib import Path
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "data" / "templates"
 MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 CODE_INSTRUCTION = "Please reason step by step, and put your final program in a ```python code block."
+# Multiple choice (GPQA): lettered options, the letter asked for in a box (a data source writes it in the prompt)
+CHOICE_LETTERS = "ABCD"
+CHOICE_INSTRUCTION = "Answer with the letter of the correct option within \\boxed{}."
 # Reasoning domains get their instruction after the question; general prompts go as they are.
 INSTRUCTIONS = {"math": MATH_INSTRUCTION, "code": CODE_INSTRUCTION}
 THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE = "<think>", "</think>", "<answer>", "</answer>"

@@ -3,14 +3,11 @@
 import re
 
 from stages.lib.latex import boxed_answers
-from stages.lib.templates import ResponseFormat
+from stages.lib.templates import CHOICE_LETTERS, ResponseFormat
 
 MAX_ANSWER_CHARS = 300  # a final answer longer than this is not an answer (MATH's longest are ~150)
-# Multiple choice (GPQA): the options are lettered, the prompt asks for the letter boxed, and a summary
-# that boxes nothing may instead end with simple-evals' `Answer: C` line, the form the published figures'
-# harnesses read
-CHOICE_LETTERS = "ABCD"
-CHOICE_INSTRUCTION = "Answer with the letter of the correct option within \\boxed{}."
+# Multiple choice (GPQA, templates.CHOICE_INSTRUCTION): a summary that boxes no letter may give it on
+# simple-evals' `Answer: C` line, the form the published figures' harnesses read
 ANSWER_LINE = re.compile(rf"(?i:answer)[\s*_]*[:：]\s*[\s*_($]*([{CHOICE_LETTERS}])\b")
 
 
