@@ -42,9 +42,8 @@ class LaunchConfig:
     mixed_precision: str = field(default="", metadata={
         "help": "accelerate launch --mixed_precision, over the accelerate config's (no, bf16, fp16; '': the file's)."})
     main_process_port: int = field(default=0, metadata={
-        "help": "The trainers' rendezvous port. 0: 20000 + the Slurm job id mod 10,000 (below Linux's ephemeral "
-                "ports), so that two jobs sharing a node do not both take accelerate's default 29500 (the second "
-                "then fails); 29500 outside Slurm."})
+        "help": "The trainers' rendezvous port. 0: 29500 + the Slurm job id mod 10,000, so that two jobs sharing "
+                "a node do not both take accelerate's default 29500 (the second then fails); 29500 outside Slurm."})
     task_prefix: str = field(default="", metadata={
         "help": "Put before every task's command, e.g. `apptainer exec --nv image.sif` (containers)."})
     stop_grace_s: int = field(default=300, metadata={
@@ -106,15 +105,10 @@ def host_address(host: str) -> str:
         return host
 
 
-# Under Slurm, a port per job from 20000-29999: below Linux's ephemeral range (32768-60999 by default), where
-# a port an outgoing connection holds would fail the rendezvous
-FIRST_JOB_PORT, JOB_PORTS = 20_000, 10_000
-
-
 def rendezvous_port(config: LaunchConfig, job_id: str | None) -> int:
     if config.main_process_port:
         return config.main_process_port
-    return FIRST_JOB_PORT + int(job_id) % JOB_PORTS if job_id and job_id.isdigit() else 29500
+    return 29500 + int(job_id) % 10_000 if job_id and job_id.isdigit() else 29500
 
 
 def plan(config: LaunchConfig, hosts: list[str], stage_args: list[str], job_id: str | None = None) -> list[Task]:
