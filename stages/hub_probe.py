@@ -22,7 +22,7 @@ import yaml
 
 from stages.lib.config_checks import pretrained_models
 from stages.lib.data.schema import kind_of
-from stages.lib.data.sources import BadRow, convert
+from stages.lib.data.sources import BadRow, convert, load_source
 from stages.lib.settings import deep_update, settings_at
 from stages.lib.templates import CHAT, reasoning_prefill
 
@@ -42,23 +42,11 @@ def resolved_revision(path: str, revision: str | None, kind: str) -> str:
     return info.sha
 
 
-def stream_rows(source: dict, rows: int) -> list[dict]:
-    from datasets import load_dataset
-
-    path, split = source["path"], source.get("split", "train")
-    if path.endswith(".parquet"):
-        stream = load_dataset("parquet", data_files={split: path}, split=split, streaming=True)
-    else:
-        stream = load_dataset(path, source.get("name"), split=split, data_dir=source.get("data_dir"),
-                              revision=source.get("revision"), streaming=True)
-    return list(itertools.islice(stream, rows))
-
-
 def probe_source(stem: str, source: dict, rows: int, seed: int) -> tuple[dict, list[dict], str | None]:
     """(a table row, the converted rows, the problem or None)."""
     where = f"data.hub.sets.{stem}: {source['path']}" + (f" ({source['name']})" if source.get("name") else "")
     try:
-        raw = stream_rows(source, rows)
+        raw = list(itertools.islice(load_source(source, streaming=True), rows))
     except Exception as error:  # the hub's own message says what is wrong (config, split, gating, network)
         return {"what": where, "result": "unreadable"}, [], f"{where}: {type(error).__name__}: {str(error)[:300]}"
     converted, reasons = [], Counter()
@@ -115,12 +103,15 @@ def trained_lengths(config: dict, key: str) -> tuple[int, int]:
     return settings_at(config, "evaluation.settings").get("max_new_tokens", 0), 0
 
 
+def model_revision(config: dict, key: str) -> str | None:
+    """The `revision:` beside a model's `name_or_path` key, if the config pins one."""
+    return settings_at(config, key.rsplit(".", 1)[0]).get("revision")
+
+
 def probe_model(key: str, path: str, config: dict) -> tuple[dict, str | None, object]:
     from transformers import AutoConfig, AutoTokenizer
 
-    revision = None
-    if key.endswith(".name_or_path"):
-        revision = settings_at(config, key.rsplit(".", 1)[0]).get("revision")
+    revision = model_revision(config, key)
     try:
         model_config = AutoConfig.from_pretrained(path, revision=revision)
         tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
@@ -161,7 +152,7 @@ def main(argv=None) -> int:
     for key, path in pretrained_models(config).items():
         row, problem, tokenizer = probe_model(key, path, config)
         tokenizers[key] = tokenizer
-        row["revision"] = _revision(path, "model", settings_at(config, key.rsplit(".", 1)[0]).get("revision"))
+        row["revision"] = _revision(path, "model", model_revision(config, key))
         table.append(row)
         problems += [problem] if problem else []
     for stem, sources in config["data"]["hub"]["sets"].items():

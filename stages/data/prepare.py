@@ -46,7 +46,7 @@ import pyarrow.parquet as pq
 from stages.lib.artifacts import staged_output
 from stages.lib.cli import parse_config, print_config
 from stages.lib.data.schema import SCHEMAS, kind_of, normalize_prompt
-from stages.lib.data.sources import BadRow, convert
+from stages.lib.data.sources import BadRow, convert, load_source
 
 FORMATS = ("columns", "gpqa", "hh_rlhf")
 SOURCE_KEYS = {"path", "name", "split", "data_dir", "revision", "format", "fields", "solution_from_boxed",
@@ -93,21 +93,6 @@ class PrepareConfig:
 
 
 # ---- reading a source -------------------------------------------------------------------------
-
-def load_source(source: dict):
-    """The source's rows as a `datasets.Dataset`: a hub id, a local directory or a parquet file."""
-    from datasets import load_dataset  # heavy import, only when preparing
-
-    path, split = source["path"], source.get("split", "train")
-    if path.endswith(".parquet"):
-        return load_dataset("parquet", data_files={split: path}, split=split)
-    # A local directory is converted afresh: `datasets` may serve an edited one from its cache (seen with a
-    # directory declaring named configs in its README); a hub id's cache is keyed by its revision.
-    local = Path(path).is_dir()
-    return load_dataset(path, source.get("name"), split=split, data_dir=source.get("data_dir"),
-                        revision=source.get("revision"), download_mode="force_redownload" if local else None,
-                        verification_mode="no_checks" if local else None)  # its cached split sizes are stale too
-
 
 def read_rows(stem: str, source_index: int, source: dict, seed: int, on_bad_row: str,
               bad: Counter, rows_of=load_source) -> list[dict]:

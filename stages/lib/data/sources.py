@@ -1,11 +1,13 @@
-"""Mapping a data source's rows onto the pipeline's schemas: the columns a source names (`fields`, dotted
-paths into nested values), its format (`columns`, `gpqa`, `hh_rlhf`), gold answers that must parse and must
-not be placeholders, code test cases. `prepare_data` (stages/data/prepare.py) converts every row with it, the
-hub probe (stages/hub_probe.py) the first rows of each source; a row it cannot use raises BadRow."""
+"""Opening a data source (`load_source`) and mapping its rows onto the pipeline's schemas: the columns a
+source names (`fields`, dotted paths into nested values), its format (`columns`, `gpqa`, `hh_rlhf`), gold
+answers that must parse and must not be placeholders, code test cases. `prepare_data`
+(stages/data/prepare.py) converts every row with it, the hub probe (stages/hub_probe.py) the first rows of
+each source; a row it cannot use raises BadRow."""
 
 import json
 import random
 import re
+from pathlib import Path
 
 from stages.lib.data.schema import parse_tests
 from stages.lib.latex import last_boxed
@@ -16,6 +18,24 @@ DEFAULT_DOMAIN = {"reasoning": "math", "general": "general", "sft": "general", "
 # them as symbols, so they would enter RL as gold answers no completion can match
 PLACEHOLDER_ANSWERS = {"proof", "notfound"}
 UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
+
+
+def load_source(source: dict, streaming: bool = False):
+    """The source's rows as a `datasets.Dataset` (an IterableDataset when `streaming`): a hub id, a local
+    directory or a parquet file."""
+    from datasets import load_dataset  # heavy import, only when preparing or probing
+
+    path, split = source["path"], source.get("split", "train")
+    if path.endswith(".parquet"):
+        return load_dataset("parquet", data_files={split: path}, split=split, streaming=streaming)
+    # A local directory is converted afresh: `datasets` may serve an edited one from its cache (seen with a
+    # directory declaring named configs in its README); a hub id's cache is keyed by its revision. A stream
+    # has no cache.
+    local = Path(path).is_dir() and not streaming
+    return load_dataset(path, source.get("name"), split=split, data_dir=source.get("data_dir"),
+                        revision=source.get("revision"), streaming=streaming,
+                        download_mode="force_redownload" if local else None,
+                        verification_mode="no_checks" if local else None)  # its cached split sizes are stale too
 
 
 class BadRow(ValueError):
