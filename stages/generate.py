@@ -10,12 +10,14 @@ on restart, a torn last line and any prompt with fewer than N samples are droppe
 sample is lost or duplicated. The finished rows are copied to `output_file`.
 """
 
+import itertools
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from stages.lib.cli import parse_config, print_config
-from stages.lib.data.schema import read_table
+from stages.lib.data.schema import iter_rows
 from stages.lib.generation import BackendOptions, ProgressLine, SamplingSettings, load_generator
 from stages.lib.progress import ProgressLog
 from stages.lib.templates import TEMPLATES, response_format
@@ -46,9 +48,9 @@ class GenerateConfig(BackendOptions):
             raise ValueError(f"shard_index {self.shard_index} is not in 0..{self.num_shards - 1}")
 
 
-def shard_rows(rows: list[dict], shard_index: int, num_shards: int) -> list[dict]:
+def shard_rows(rows: Iterable[dict], shard_index: int, num_shards: int) -> list[dict]:
     """Round-robin split: every prompt lands in exactly one shard."""
-    return rows[shard_index::num_shards]
+    return list(itertools.islice(rows, shard_index, None, num_shards))
 
 
 def completed_prompts(log: ProgressLog, num_samples: int) -> set[str]:
@@ -71,9 +73,9 @@ def completed_prompts(log: ProgressLog, num_samples: int) -> set[str]:
 def main(argv=None):
     config = parse_config(GenerateConfig, argv)
     print_config(config)
-    rows = read_table(config.prompts, "reasoning").to_pylist()
-    rows = shard_rows(rows[: config.max_prompts] if config.max_prompts else rows, config.shard_index,
-                      config.num_shards)
+    # Streamed: a shard holds its own rows only (a code row's tests run to ~145 KB).
+    rows = shard_rows((row for index, row in iter_rows(config.prompts, "reasoning")
+                       if not config.max_prompts or index < config.max_prompts), config.shard_index, config.num_shards)
     log = ProgressLog(config.work_file, run_fingerprint(config, {"model": config.model_path,
                                                                   "prompts": config.prompts}))
     done = completed_prompts(log, config.num_samples)

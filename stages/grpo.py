@@ -22,8 +22,9 @@ from trl import GRPOConfig, GRPOTrainer
 from stages.lib.artifacts import staged_output
 from stages.lib.cli import parse_config, print_config
 from stages.lib.configs import GRPOStageConfig
-from stages.lib.data.schema import read_table
+from stages.lib.data.schema import iter_rows, read_table, tests_at
 from stages.lib.plots import plot_training_curves
+from stages.lib.rewards.code import has_tests
 from stages.lib.rewards.functions import Accuracy, RewardSettings, build_reward_functions
 from stages.lib.rewards.grading import gold_problem
 from stages.lib.rewards.registry import MODEL_REWARDS, REWARDS, RULE_REWARDS
@@ -53,17 +54,19 @@ def too_long(row: dict, fmt: ResponseFormat, tokenizer, max_prompt_length: int) 
 def prompt_dataset(paths: list[str], fmt: ResponseFormat, max_prompts: int = 0, tokenizer=None,
                    max_prompt_length: int = 0) -> Dataset:
     """R1-Zero prompts are raw text; chat prompts are conversations TRL renders with the chat template.
-    Prompts longer than `max_prompt_length` tokens are dropped."""
+    Prompts longer than `max_prompt_length` tokens are dropped. A code row carries where its test cases are
+    (`tests_at`), not the cases: the code reward reads them when it scores the row."""
     rows = []
     for path in paths:
-        for index, row in enumerate(read_table(path, "reasoning").to_pylist()):
+        for index, row in iter_rows(path, "reasoning"):
             problem = gold_problem(row)
             if problem:
                 raise ValueError(f"{path}: row {index} (id {row['id']!r}): {problem}")
             if too_long(row, fmt, tokenizer, max_prompt_length):
                 continue
             rows.append({"prompt": fmt.prompt(row["prompt"], row["domain"]), "solution": row["solution"] or None,
-                         "tests": row.get("tests") or None, "id": row["id"], "level": row["level"]})
+                         "tests_at": tests_at(path, index) if has_tests(row.get("tests")) else None,
+                         "id": row["id"], "level": row["level"]})
     if not rows:
         raise ValueError(f"no prompt of {paths} fits max_prompt_length={max_prompt_length}")
     return Dataset.from_list(rows[:max_prompts] if max_prompts else rows)
@@ -79,7 +82,7 @@ def general_prompt_rows(paths: list[str], fmt: ResponseFormat, tokenizer=None,
             if too_long(row, fmt, tokenizer, max_prompt_length):
                 dropped += 1
                 continue
-            rows.append({"prompt": fmt.prompt(row["prompt"], row["domain"]), "solution": None, "tests": None,
+            rows.append({"prompt": fmt.prompt(row["prompt"], row["domain"]), "solution": None, "tests_at": None,
                          "id": row["id"], "level": 0})
     if dropped:
         print(f"{dropped} general prompts longer than max_prompt_length={max_prompt_length} dropped", flush=True)

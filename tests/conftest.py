@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.data.tiny import TinyDataConfig, generate, write_tables
+from stages.data.tiny import TinyDataConfig, generate
+from stages.lib.data.schema import write_tables
 from stages.lib.tokenizer import chat_template_renderer
 
 REPO = Path(__file__).resolve().parent.parent

@@ -35,6 +35,12 @@ def test_rejection_bench_measures_memory_across_pool_sizes(venv_env):
     assert "projection to 4,000,000 candidates" in out
 
 
+def test_code_tests_bench_holds_a_row_group_not_the_set(venv_env):
+    out = run(venv_env, sys.executable, BENCH / "code_tests.py", "--rows", "100", "300", "--tests_kb", "40",
+              "--max_memory_growth", "1.5")
+    assert "at 3.0x the rows the streamed path's peak RSS growth is" in out and "| 300 | 12 MB | whole |" in out
+
+
 def test_verify_bench(venv_env):
     out = run(venv_env, sys.executable, BENCH / "verify.py", "--pairs", "40", "--time_limit", "2")
     assert "pairs=40" in out and "speed-up" in out

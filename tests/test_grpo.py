@@ -9,6 +9,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from stages import grpo
 from stages.grpo import general_prompt_rows, prompt_dataset, stop_settings
 from stages.lib.configs import GRPOStageConfig
+from stages.lib.rewards.functions import RewardSettings, build_reward_functions
 from stages.lib.rewards.sandbox import isolation_problem
 from stages.lib.templates import CHAT, R1_ZERO
 from tests.conftest import run_card_snippet
@@ -65,7 +66,7 @@ def test_code_rows_train_beside_math_rows_with_the_code_reward(tiny_model_dir, t
     pq.write_table(pa.Table.from_pylist([dict(row, level=1, domain="code" if row["tests"] else "math",
                                               worked_solution="") for row in rows]), data)
     dataset = prompt_dataset([str(data)], CHAT)
-    assert dataset["tests"] == [tests, None] and dataset["solution"] == [None, "4"]
+    assert dataset["tests_at"] == [f"{data.resolve()}#0", None] and dataset["solution"] == [None, "4"]
     out = tmp_path / "dev2"
     grpo.main(["--stage", "reasoning_rl", "--template", "chat", "--model_path", str(tiny_model_dir),
                "--train_data", str(data), "--output_dir", str(out), "--rewards", "accuracy", "code", "format",
@@ -73,6 +74,26 @@ def test_code_rows_train_beside_math_rows_with_the_code_reward(tiny_model_dir, t
                "--max_completion_length", "8", "--max_steps", "2", "--beta", "0", "--save_steps", "10"])
     last = [json.loads(line) for line in (out / "metrics.jsonl").open()][-2]
     assert last["rewards/code/mean"] == 0.0  # scored (a seconds-trained model writes no program), not skipped
+
+
+def test_code_rows_carry_where_their_tests_are_and_the_reward_reads_them_there(tmp_path):
+    """The real code set holds ~145 KB of tests a row: no process of a GRPO job holds them all (bench/code_tests.py
+    measures the memory); the code reward reads a scored row's cases from its row group."""
+    if isolation_problem() and os.environ.get("R1_REQUIRE_SANDBOX") != "1":
+        pytest.skip(isolation_problem())
+    rows = [{"id": f"c{n}", "prompt": f"Print {n} squared.", "solution": "", "level": 1, "domain": "code",
+             "worked_solution": "", "tests": json.dumps([{"input": "", "output": f"{n * n}\n"}])} for n in range(7)]
+    data = tmp_path / "rl.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), data, row_group_size=2)  # four row groups
+    dataset = prompt_dataset([str(data)], CHAT)
+    assert "tests" not in dataset.column_names
+    (code,) = build_reward_functions(["code"], RewardSettings(template="chat"))
+    picked = [dataset[i] for i in (5, 1, 6, 2)]  # across groups, back and forth
+    answers = [25, 1, 35, 4]  # the third is wrong
+    completions = [f"<think>\nsquare it\n</think>\n\n```python\nprint({a})\n```" for a in answers]
+    scores = code(prompts=[r["prompt"] for r in picked], completions=completions,
+                  **{key: [r[key] for r in picked] for key in dataset.column_names if key != "prompt"})
+    assert scores == [1.0, 1.0, 0.0, 1.0]
 
 
 def test_a_rollout_is_sampled_once_and_trained_as_several_steps(tiny_model_dir, small_data_dir, tmp_path):

@@ -40,12 +40,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from stages.lib.artifacts import staged_output
 from stages.lib.cli import parse_config, print_config
-from stages.lib.data.schema import SCHEMAS, kind_of, normalize_prompt
+from stages.lib.data.schema import kind_of, normalize_prompt, write_tables
 from stages.lib.data.sources import BadRow, convert, load_source
 
 FORMATS = ("columns", "gpqa", "hh_rlhf")
@@ -204,11 +201,6 @@ def prepare(config: PrepareConfig, rows_of=load_source) -> tuple[dict[str, list[
     counts = {"rows": {stem: len(rows) for stem, rows in tables.items()},
               "decontaminated": removed, "bad_rows_dropped": dict(bad)}
     return tables, counts
-
-
-def write_tables(tables: dict[str, list[dict]], directory: Path) -> None:
-    for stem, rows in tables.items():
-        pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS[kind_of(stem)]), directory / f"{stem}.parquet")
 
 
 def main(argv=None):

@@ -12,15 +12,12 @@ import random
 from dataclasses import dataclass, field
 from functools import partial
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from stages.lib.artifacts import staged_output
 from stages.lib.cli import parse_config, print_config
 from stages.lib.data import general, preferences
 from stages.lib.data.arithmetic import make_problem, random_fact
 from stages.lib.data.programs import make_code_problem
-from stages.lib.data.schema import FILES, SCHEMAS, normalize_prompt
+from stages.lib.data.schema import normalize_prompt, write_tables
 from stages.lib.templates import CHAT, R1_ZERO, chat_messages, code_block
 
 CHINESE_OPS = {"+": "加", "-": "减", "*": "乘"}
@@ -284,12 +281,6 @@ def held_out_overlaps(tables: dict[str, list[dict]]) -> list[str]:
     overlaps |= {p for p in held_out if p in corpus}
     overlaps |= {p for p in held_out for s in seen if p in s}  # a held-out prompt inside a longer one
     return sorted(overlaps)
-
-
-def write_tables(tables: dict[str, list[dict]], directory) -> None:
-    for name, rows in tables.items():
-        table = pa.Table.from_pylist(rows, schema=SCHEMAS[FILES[name]])
-        pq.write_table(table, f"{directory}/{name}.parquet")
 
 
 def main(argv=None):

@@ -39,6 +39,7 @@ POSITIONS = {"Qwen/Qwen2.5-Math-1.5B": 4096, "Qwen/Qwen2.5-0.5B": 32768, "Qwen/Q
              "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B": 131072, "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B": 131072}
 VOCAB_SIZE = 1000
 CODE_EVAL_ROWS = 500  # the configs hold out the coding set's first 500 rows (skip_rows / max_rows)
+LARGE_TESTS_EVERY = 8  # every 8th training row of the coding set has ~150 KB of test cases
 # OpenR1-Math's `default` config: enough rows for the 1.5B cold start's 5,000 examples that fit its window, after
 # decontamination (~15% of the tiny world's problems share a 10-gram with an evaluation prompt) and the long ones
 OPENR1_ROWS, OPENR1_DEFAULT_ROWS, LONG_TRACE_EVERY = 7400, 7000, 16
@@ -98,11 +99,15 @@ def trace(worked_solution: str, long: bool) -> str:
     return "\n".join(f"Let me check step {k} again: {worked_solution}" for k in range(300))
 
 
-def stdin_problem(rng: random.Random, index: int) -> dict:
-    """A verifiable-coding-problems row: a statement, stdin/stdout cases and a gold program."""
+def stdin_problem(rng: random.Random, index: int, large: bool = False) -> dict:
+    """A verifiable-coding-problems row: a statement, stdin/stdout cases and a gold program. The real set's
+    rows hold ~145 KB of cases on average (large inputs): a `large` row's ten cases carry a second line of
+    ~15 KB that the program reads past."""
     a, b = rng.randint(2, 9), rng.randint(1, 20)
     statement = f"Problem {index}: read an integer n from standard input and print {a} * n + {b}."
-    cases = [{"type": "stdin_stdout", "input": f"{n}\n", "output": f"{a * n + b}\n"} for n in rng.sample(range(50), 3)]
+    padding = (lambda: " ".join(str(rng.randrange(10**6)) for _ in range(2200)) + "\n") if large else (lambda: "")
+    cases = [{"type": "stdin_stdout", "input": f"{n}\n{padding()}", "output": f"{a * n + b}\n"}
+             for n in rng.sample(range(50), 10 if large else 3)]
     return {"problem_id": f"rehearsal_{index}", "problem_statement": statement,
             "verification_info": {"language": "python", "test_cases": cases},
             "gold_standard_solution": f"```python\nn = int(input())\nprint({a} * n + {b})\n```"}
@@ -130,7 +135,8 @@ def build_datasets(root: Path, seed: int = 0) -> dict[str, int]:
                                                     "Their sum is 2(a+b+1), which is even.")})
     named_configs(root / "open-r1" / "OpenR1-Math-220k", {"default": {"train": openr1[:OPENR1_DEFAULT_ROWS]},
                                                          "extended": {"train": openr1[OPENR1_DEFAULT_ROWS:]}})
-    coding = [stdin_problem(rng, i) for i in range(CODE_EVAL_ROWS + 40)]
+    coding = [stdin_problem(rng, i, large=i >= CODE_EVAL_ROWS and i % LARGE_TESTS_EVERY == 3)
+              for i in range(CODE_EVAL_ROWS + 40)]
     split_file(root / "open-r1" / "verifiable-coding-problems-python", "train", coding)
 
     general = tiny["general"]

@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from stages import preflight
+from stages.lib.data.schema import ROW_GROUP_ROWS
 from tests.rehearsal import hub
 from tests.snakemake_helpers import (
     CLUSTER_PATH,
@@ -201,6 +202,12 @@ def rehearse_15b(env: dict) -> None:
           and data["bad_rows_dropped"].get("rl_prompts: gold answer is a placeholder") == 1,
           f"prepare_data: evaluation sets whole (ours, hub's: {sizes}; MATH-500's `\\$36` gold answer read), "
           f"OpenR1's `proof` placeholder dropped from the RL prompts")
+    prompts = pq.ParquetFile(run_dir / "data" / "rl_prompts.parquet")
+    largest = max(len(tests or "") for tests in prompts.read(columns=["tests"]).column("tests").to_pylist())
+    groups = {prompts.metadata.row_group(g).num_rows for g in range(prompts.num_row_groups)}
+    check(largest > 100_000 and max(groups) <= ROW_GROUP_ROWS,
+          f"prepare_data kept the coding rows with large test lists ({largest / 1000:.0f} KB), in row groups of at "
+          f"most {ROW_GROUP_ROWS} rows (GRPO reads a scored row's group, not the set)")
     cold_start = json.loads((run_dir / "cold_start_sft" / "manifest.json").read_text())["metrics"]
     check(cold_start["examples"] == 5000 and cold_start["examples_over_max_length"] > 0,
           f"the cold start trained on the 5,000 examples its config asks for, selected from "

@@ -29,7 +29,8 @@ def has_tests(tests) -> bool:
 
 
 def is_code_row(row: dict) -> bool:
-    return has_tests(row.get("tests"))
+    """A row with test cases, or with a reference to them (`tests_at`: GRPO's prompts, stages/lib/data/schema.py)."""
+    return has_tests(row.get("tests")) or bool(row.get("tests_at"))
 
 
 def extract_program(completion: str, fmt: ResponseFormat, language: str = "python") -> str | None:

@@ -8,7 +8,8 @@ columns such as `solution` arrive as keyword arguments.
 import os
 from dataclasses import dataclass
 
-from stages.lib.rewards.code import is_code_row
+from stages.lib.data.schema import TestCases
+from stages.lib.rewards.code import has_tests, is_code_row
 from stages.lib.rewards.grading import Grader, has_solution
 from stages.lib.rewards.language import language_consistency
 from stages.lib.rewards.length import soft_overlong_punishment
@@ -72,6 +73,7 @@ class Graded(RewardFunction):
     def __init__(self, name, settings, grader: Grader):
         super().__init__(name, settings)
         self.grader = grader
+        self.test_cases = TestCases()  # code rows whose tests are referenced, not carried
 
     def applies(self, row: dict) -> bool:
         raise NotImplementedError
@@ -82,6 +84,9 @@ class Graded(RewardFunction):
     def __call__(self, prompts=None, completions=(), completion_ids=None, **columns):
         rows = rows_of(columns, len(completions))
         scored = [i for i, row in enumerate(rows) if self.applies(row)]
+        for i in scored:
+            if rows[i].get("tests_at") and not has_tests(rows[i].get("tests")):
+                rows[i]["tests"] = self.test_cases(rows[i]["tests_at"])
         prefill = self.settings.reasoning_prefill
         answers = [self.grader.answer(completion_text(completions[i], prefill), rows[i]) for i in scored]
         results = self.grader.score_many(answers, [rows[i] for i in scored])

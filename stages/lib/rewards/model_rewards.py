@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from stages.lib.rewards.code import has_tests
-from stages.lib.rewards.functions import RewardFunction, completion_text
+from stages.lib.rewards.code import is_code_row
+from stages.lib.rewards.functions import RewardFunction, completion_text, rows_of
 from stages.lib.rewards.registry import REWARDS, implementation_of
 from stages.lib.templates import summary_of
 
@@ -66,9 +66,9 @@ class RewardModelReward(RewardFunction):
     def normalise(self, score: float) -> float:
         return 1.0 / (1.0 + math.exp(-(score - self.mean) / self.std))
 
-    def __call__(self, prompts=None, completions=(), completion_ids=None, solution=None, tests=None, **columns):
-        solution, tests = solution or [None] * len(completions), tests or [None] * len(completions)
-        applicable = [i for i in range(len(completions)) if not solution[i] and not has_tests(tests[i])]
+    def __call__(self, prompts=None, completions=(), completion_ids=None, **columns):
+        rows = rows_of(columns, len(completions))
+        applicable = [i for i, row in enumerate(rows) if not row.get("solution") and not is_code_row(row)]
         responses = [completion_text(completions[i], self.reasoning_prefill) for i in applicable]
         if self.judge_summary_only:
             responses = [summary_of(response) for response in responses]
