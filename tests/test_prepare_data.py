@@ -152,6 +152,17 @@ def test_unparseable_and_placeholder_gold_answers_are_bad_rows(tmp_path):
                                           "rl_prompts: gold answer is a placeholder": 2}
 
 
+def test_a_solution_that_boxes_several_answers_gives_no_gold(tmp_path):
+    """The last box alone would make one part of the answer the gold (math-verify's suite: `\\boxed{1} and
+    \\boxed{-2}` for x = -2, 1); the same box repeated is one answer."""
+    solutions = ["So $x = \\boxed{1}$ and $x = \\boxed{-2}$.", "Hence \\boxed{5}; checking, \\boxed{5}."]
+    path = _write(tmp_path / "x.parquet", [{"q": f"Question {i}?", "s": text} for i, text in enumerate(solutions)])
+    tables, counts = prepare(PrepareConfig(output_dir="unused", sources=json.dumps(
+        {"rl_prompts": [{"path": path, "fields": {"prompt": "q", "solution": "s"}, "solution_from_boxed": True}]})))
+    assert [r["solution"] for r in tables["rl_prompts"]] == ["5"]
+    assert counts["bad_rows_dropped"] == {"rl_prompts: several different \\boxed{} answers in the solution": 1}
+
+
 def test_an_evaluation_set_never_drops_a_row_unless_told_which(tmp_path):
     path = _write(tmp_path / "x.parquet", [{"q": "What is 1 + 1?", "a": "2"}, {"q": "What is 2 + 2?", "a": "\\frac{"}])
     sources = {"eval_x": [{"path": path, "fields": {"prompt": "q", "solution": "a"}}]}

@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 
 from stages.lib.data.schema import parse_tests
-from stages.lib.latex import last_boxed
+from stages.lib.latex import boxed_answers, last_boxed
+from stages.lib.rewards.answers import one_answer
 from stages.lib.templates import CHOICE_INSTRUCTION, CHOICE_LETTERS
 
 DEFAULT_DOMAIN = {"reasoning": "math", "general": "general", "sft": "general", "preference": "general"}
@@ -70,6 +71,10 @@ def gold_answer(value, from_boxed: bool) -> str:
         boxed = last_boxed(value)
         if boxed is None or not boxed.strip():
             raise BadRow("no \\boxed{} answer in the solution")
+        if one_answer(boxed_answers(value)) is None:
+            # "\boxed{1} and \boxed{-2}": the last box alone would be a part of the answer as gold, and the
+            # whole answer wrong; a completion boxing several answers has none (answers.py one_answer)
+            raise BadRow("several different \\boxed{} answers in the solution")
         value = boxed.strip()
     if value.lower() in PLACEHOLDER_ANSWERS:
         raise BadRow("gold answer is a placeholder", f": {value!r}")
