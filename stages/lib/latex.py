@@ -1,6 +1,8 @@
 """LaTeX answer markup shared by the data preparation (gold answers inside worked solutions) and the
 rewards (a model's final answer): the contents of \\boxed{...}."""
 
+import re
+
 BOXED = "\\boxed{"
 
 
@@ -28,3 +30,12 @@ def boxed_answers(text: str) -> list[str]:
 def last_boxed(text: str) -> str | None:
     """Content of the last balanced \\boxed{...}; None when there is none."""
     return next(iter(boxed_answers(text)), None)
+
+
+def one_answer(answers: list[str]) -> str | None:
+    """The one answer among a text's boxed answers. Boxing several different answers hedges, and a
+    hedge is no answer (a real model writes "\\boxed{3} or \\boxed{5}"; the last box alone would score
+    it right)."""
+    if len({re.sub(r"\s+", "", answer) for answer in answers}) > 1:
+        return None
+    return next(iter(answers), None)

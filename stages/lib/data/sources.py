@@ -10,8 +10,7 @@ import re
 from pathlib import Path
 
 from stages.lib.data.schema import parse_tests
-from stages.lib.latex import boxed_answers, last_boxed
-from stages.lib.rewards.answers import one_answer
+from stages.lib.latex import boxed_answers, last_boxed, one_answer
 from stages.lib.templates import CHOICE_INSTRUCTION, CHOICE_LETTERS
 
 DEFAULT_DOMAIN = {"reasoning": "math", "general": "general", "sft": "general", "preference": "general"}

@@ -2,7 +2,7 @@
 
 import re
 
-from stages.lib.latex import boxed_answers
+from stages.lib.latex import boxed_answers, one_answer
 from stages.lib.templates import CHOICE_LETTERS, ResponseFormat
 
 MAX_ANSWER_CHARS = 300  # a final answer longer than this is not an answer (MATH's longest are ~150)
@@ -19,15 +19,6 @@ def choice_answer(text: str) -> str | None:
     """The letter of the last `Answer: X`."""
     letters = ANSWER_LINE.findall(text)
     return letters[-1] if letters else None
-
-
-def one_answer(answers: list[str]) -> str | None:
-    """The one answer among a text's boxed answers. Boxing several different answers hedges, and a
-    hedge is no answer (a real model writes "\\boxed{3} or \\boxed{5}"; the last box alone would score
-    it right)."""
-    if len({re.sub(r"\s+", "", answer) for answer in answers}) > 1:
-        return None
-    return next(iter(answers), None)
 
 
 def extract_final_answer(completion: str, fmt: ResponseFormat) -> str | None:
