@@ -10,6 +10,7 @@ from snakemake_interface_executor_plugins.settings import DeploymentMethod
 from stages.lib.artifacts import MIXTURE, code_version
 from stages.lib.config_checks import command_line_errors, cross_field_errors, schema_errors
 from stages.lib.configs import GRPOStageConfig, default_of
+from stages.lib.hub import pin_revisions
 from stages.lib.recipe import REWARD_MODEL_KINDS, STAGES, template_of
 from stages.lib.save_lead import DEFAULT_WRITE_GB_S, parameter_count, save_lead_s, step_seconds
 from stages.lib.settings import (cold_start_source, compute_settings, container_images, job_wall_hours, settings_at,
@@ -22,6 +23,7 @@ if CONFIG_ERRORS:
     PROBLEMS = "\n  ".join(command_line_errors(CONFIG_ERRORS, COMMAND_LINE, CONFIG_FILES))
     WHERE = " + ".join(CONFIG_FILES + ["--config"] * bool(COMMAND_LINE))
     raise ValueError(f"invalid config ({WHERE}):\n  {PROBLEMS}")
+pin_revisions(config)  # hub_revisions into each source and model of a pinned id: what the rules pass on
 START_FROM = config.get("start_from", {})
 if START_FROM:
     from stages.lib.start_from import artifact_problems

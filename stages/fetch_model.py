@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from stages.lib.artifacts import staged_output
 from stages.lib.cli import parse_config, print_config
+from stages.lib.hub import resolved_revision
 
 # Weights in other formats that the hub repos of Qwen and Llama also carry: never loaded here.
 SKIPPED_FILES = ["original/*", "*.pth", "*.gguf", "*.onnx", "*.msgpack", "*.h5"]
@@ -26,13 +27,14 @@ def main(argv=None):
 
     config = parse_config(FetchModelConfig, argv)
     print_config(config)
+    # The commit first, then its files: the manifest records the commit downloaded, not a branch that moves.
+    commit = resolved_revision(config.name_or_path, config.revision or None, "model")
     with staged_output(config.output_dir, "fetch_model", config, inputs={}) as (scratch, headline):
-        snapshot_download(config.name_or_path, revision=config.revision or None, local_dir=scratch,
-                          ignore_patterns=SKIPPED_FILES)
+        snapshot_download(config.name_or_path, revision=commit, local_dir=scratch, ignore_patterns=SKIPPED_FILES)
         model_config = AutoConfig.from_pretrained(scratch)  # fails here, not in a compute job, if incomplete
         AutoTokenizer.from_pretrained(scratch)
         headline.update({"model_type": model_config.model_type, "source": config.name_or_path,
-                         "revision": config.revision or "main"})
+                         "revision": config.revision or "main", "commit": commit})
     print(f"fetched {config.name_or_path} into {config.output_dir}")
 
 

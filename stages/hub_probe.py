@@ -8,14 +8,16 @@ prepare_data's own code (columns, nested fields, types, gold answers, test cases
 it measures how many conversations fit `cold_start_sft.max_length` in the base model's tokenizer. For
 every model it loads the config and tokenizer and reads the chat template (present, its default system
 turn, whether it opens the reasoning), the end-of-sequence token and the context length against the
-lengths the config trains it at. It prints one table, each source's and model's resolved revision (pin
-them with `revision:`), and exits 1 with what differs.
+lengths the config trains it at. It prints one table with the commit each hub id resolves to now, and
+exits 1 with what differs; `--write-pins FILE` writes those commits as a config file to layer on the run's
+(`hub_revisions`, stages/lib/hub.py).
 """
 
 import argparse
 import itertools
 import sys
 from collections import Counter
+from datetime import date
 from pathlib import Path
 
 import yaml
@@ -23,23 +25,13 @@ import yaml
 from stages.lib.config_checks import pretrained_models
 from stages.lib.data.schema import kind_of
 from stages.lib.data.sources import BadRow, convert, load_source
+from stages.lib.hub import LOCAL, pin_revisions, resolved_revision
 from stages.lib.settings import deep_update, settings_at
 from stages.lib.templates import CHAT, reasoning_prefill
 
 PROBE_QUESTION = "What is 2 + 3?"
 # A probed set passes when at least this share of its first rows maps (prepare_data drops the rest, counted)
 MIN_USABLE_SHARE = 0.5
-
-
-def resolved_revision(path: str, revision: str | None, kind: str) -> str:
-    """The commit a hub id resolves to now ("local" for a directory), to pin it with `revision:`."""
-    if Path(path).exists():
-        return "local"
-    from huggingface_hub import HfApi
-
-    info = HfApi().dataset_info(path, revision=revision) if kind == "dataset" else \
-        HfApi().model_info(path, revision=revision)
-    return info.sha
 
 
 def probe_source(stem: str, source: dict, rows: int, seed: int) -> tuple[dict, list[dict], str | None]:
@@ -141,10 +133,14 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configfile", type=Path, nargs="+", required=True, help="As given to snakemake.")
     parser.add_argument("--rows", type=int, default=200, help="Rows streamed from each data source.")
+    parser.add_argument("--write-pins", type=Path, dest="write_pins",
+                        help="Write the commit of every hub id probed to this file, as `hub_revisions:`: a config "
+                             "file to layer last on the run's (--configfile ... PINS).")
     args = parser.parse_args(argv)
     config: dict = {}
     for path in args.configfile:
         config = deep_update(config, yaml.safe_load(path.read_text()) or {})
+    pin_revisions(config)
     if "hub" not in config.get("data", {}):
         raise SystemExit("hub_probe: this config builds its own data (data.tiny): nothing on the hub to probe")
     table, problems, cold_start = [], [], []
@@ -152,13 +148,13 @@ def main(argv=None) -> int:
     for key, path in pretrained_models(config).items():
         row, problem, tokenizer = probe_model(key, path, config)
         tokenizers[key] = tokenizer
-        row["revision"] = _revision(path, "model", model_revision(config, key))
+        row.update(id=path, revision=_revision(path, "model", model_revision(config, key)))
         table.append(row)
         problems += [problem] if problem else []
     for stem, sources in config["data"]["hub"]["sets"].items():
         for source in sources:
             row, converted, problem = probe_source(stem, source, args.rows, config.get("seed", 0))
-            row["revision"] = _revision(source["path"], "dataset", source.get("revision"))
+            row.update(id=source["path"], revision=_revision(source["path"], "dataset", source.get("revision")))
             table.append(row)
             problems += [problem] if problem else []
             if stem == "cold_start":
@@ -169,14 +165,30 @@ def main(argv=None) -> int:
         table.append({"what": "cold start traces", "result": line})
         problems += [problem] if problem else []
     for row in table:
-        details = " | ".join(str(v) if k == "result" else f"{k}: {v}" for k, v in row.items() if k != "what")
+        details = " | ".join(str(value) if key == "result" else f"{key}: {value}" for key, value in row.items()
+                             if key not in ("what", "id"))
         print(f"{row['what']}\n    {details}")
     if problems:
         print(f"\n{len(problems)} difference(s) between the hub and what the config expects:")
         print("\n".join(f"  - {problem}" for problem in problems))
         return 1
-    print("\nthe hub holds what the config expects; pin the revisions above with `revision:` to keep it so")
+    if args.write_pins:
+        write_pins(args.write_pins, table, args.configfile)
+    else:
+        print("\nthe hub holds what the config expects; pin its commits with --write-pins FILE to keep it so")
     return 0
+
+
+def write_pins(path: Path, table: list[dict], configfiles: list[Path]) -> None:
+    """`hub_revisions:` for every hub id of the table whose commit resolved (a path here has none)."""
+    pins = {row["id"]: row["revision"] for row in table
+            if row.get("id") and row.get("revision") and row["revision"] != LOCAL
+            and not row["revision"].startswith("unresolved")}
+    header = (f"# Written by `python -m stages.hub_probe --write-pins` on {date.today()} for "
+              f"{' '.join(map(str, configfiles))}.\n# Layer it last: --configfile ... {path}. To move a pin, "
+              "probe again and review what changed (the hub's\n# commit history of that id), or edit one line.\n")
+    path.write_text(header + yaml.safe_dump({"hub_revisions": pins}, sort_keys=True))
+    print(f"\nthe hub holds what the config expects; {len(pins)} commits pinned in {path}")
 
 
 def _revision(path: str, kind: str, revision: str | None) -> str:

@@ -1,6 +1,8 @@
 """The real-scale configs: each passes the schema and plans its whole DAG offline, with the jobs,
 GPUs and nodes it promises (nothing is downloaded: prepare_data and fetch_model are planned)."""
 
+import json
+import shlex
 import sys
 
 import pytest
@@ -223,3 +225,20 @@ def test_a_published_model_is_fetched_evaluated_and_reported_beside_its_authors_
     config["evaluation"]["published"]["r1distill15b"]["reported"]["aime25"] = 20.0
     done = snakemake(tmp_path, write_config(tmp_path, config), "-n", "all", env=env, check=False)
     assert "evaluation.published.r1distill15b.reported.aime25: no such set in evaluation.sets" in done.stdout
+
+
+def test_hub_revisions_pin_every_source_and_model_naming_their_ids(tmp_path, venv_env):
+    """One map pins a hub id wherever it is named (stages/lib/hub.py); a `revision:` written beside an id wins."""
+    base, openr1 = "a" * 40, "b" * 40
+    config = merged(load("qwen2.5-1.5b"), {"hub_revisions": {"Qwen/Qwen2.5-Math-1.5B": base,
+                                                             "open-r1/OpenR1-Math-220k": openr1}})
+    config["data"]["hub"]["sets"]["cold_start"][0]["revision"] = "v1"
+    _, details = plan(tmp_path, venv_env, write_config(tmp_path, config))
+    fetched = {job["shell"].split("--name_or_path ")[1].split()[0]: job["shell"]
+               for job in by_rule(details, "fetch_model")}
+    assert f"--revision '{base}'" in fetched["Qwen/Qwen2.5-Math-1.5B"]
+    assert "--revision ''" in fetched["deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"]  # not pinned: the main branch
+    (prepare,) = [job["shell"] for job in by_rule(details, "prepare_data")]
+    sources = json.loads(shlex.split(prepare.split("--sources ", 1)[1])[0])
+    assert [s.get("revision") for s in sources["rl_prompts"] if s["path"] == "open-r1/OpenR1-Math-220k"] == [openr1]
+    assert [s.get("revision") for s in sources["cold_start"]] == ["v1"]

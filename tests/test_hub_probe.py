@@ -9,6 +9,9 @@ import pytest
 import yaml
 
 from stages import hub_probe
+from stages.lib.config_checks import schema_errors
+from stages.lib.hub import pin_revisions
+from stages.lib.settings import deep_update
 from tests.rehearsal import hub
 
 REPO_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -58,3 +61,23 @@ def test_a_renamed_column_a_small_pool_and_a_missing_template_are_named(hub_root
            "'answer'" in out and "final_answer" in out
     assert "a pool of 5000 rows (max_rows) holds" in out and "raise max_rows to" in out
     assert "distill.students.qwen05b.name_or_path: Qwen/Qwen2.5-0.5B has no chat template" in out
+
+
+def test_the_probe_writes_the_commits_it_resolved_as_pins_the_run_takes(hub_root, monkeypatch, capsys, tmp_path):
+    """The stand-ins are directories (no commit): the hub's answer is replaced by one commit per id."""
+    commit_of = {}
+    monkeypatch.setattr(hub_probe, "resolved_revision",
+                        lambda path, revision, kind: commit_of.setdefault(path, f"{len(commit_of):040x}"))
+    pins = tmp_path / "pins.yaml"
+    monkeypatch.chdir(hub_root)
+    code = hub_probe.main(["--configfile", str(REPO_CONFIGS / "qwen2.5-1.5b.yaml"), "--rows", "20",
+                           "--write-pins", str(pins)])
+    assert code == 0 and f"commits pinned in {pins}" in capsys.readouterr().out
+    written = yaml.safe_load(pins.read_text())["hub_revisions"]
+    assert written == commit_of and {"Qwen/Qwen2.5-Math-1.5B", "open-r1/OpenR1-Math-220k"} <= set(written)
+    config = pin_revisions(deep_update(yaml.safe_load((REPO_CONFIGS / "qwen2.5-1.5b.yaml").read_text()),
+                                       yaml.safe_load(pins.read_text())))
+    assert not schema_errors(config)
+    assert config["base"]["revision"] == written["Qwen/Qwen2.5-Math-1.5B"]
+    assert {source["revision"] for source in config["data"]["hub"]["sets"]["cold_start"]} == \
+        {written["open-r1/OpenR1-Math-220k"]}

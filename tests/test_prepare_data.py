@@ -150,6 +150,7 @@ def test_unparseable_and_placeholder_gold_answers_are_bad_rows(tmp_path):
     assert [r["solution"] for r in tables["rl_prompts"]] == ["2", "\\$32,\\!348", "\\$18.90", "\\$36"]
     assert counts["bad_rows_dropped"] == {"rl_prompts: gold answer cannot be parsed": 1,
                                           "rl_prompts: gold answer is a placeholder": 2}
+    assert counts["revisions"] == {"rl_prompts": ["local"]}  # a hub id's: the commit read (stages/lib/hub.py)
 
 
 def test_a_solution_that_boxes_several_answers_gives_no_gold(tmp_path):

@@ -44,6 +44,7 @@ from stages.lib.artifacts import staged_output
 from stages.lib.cli import parse_config, print_config
 from stages.lib.data.schema import kind_of, normalize_prompt, write_tables
 from stages.lib.data.sources import BadRow, convert, load_source
+from stages.lib.hub import LOCAL, resolved_revision
 
 FORMATS = ("columns", "gpqa", "hh_rlhf")
 SOURCE_KEYS = {"path", "name", "split", "data_dir", "revision", "format", "fields", "solution_from_boxed",
@@ -173,12 +174,27 @@ def hold_out_preferences(rows: list[dict], share: float, seed: int) -> None:
         row["split"] = "eval" if int.from_bytes(digest[:8], "big") / 2**64 < share else "train"
 
 
+def at_resolved_revision(source: dict) -> tuple[dict, str]:
+    """The source at the commit its id resolves to now (its `revision:`, else the main branch), so the rows
+    read are those of the commit the manifest records; and that commit ("local" for a path here)."""
+    if Path(source["path"]).exists():
+        return source, LOCAL
+    try:
+        commit = resolved_revision(source["path"], source.get("revision"), "dataset")
+    except Exception as error:  # the hub unreachable: the cache may still serve the data, load_dataset decides
+        print(f"{source['path']}: revision not resolved ({type(error).__name__}: {str(error)[:200]})", flush=True)
+        return source, f"{source.get('revision') or 'main'} (unresolved: {type(error).__name__})"
+    return {**source, "revision": commit}, commit
+
+
 def prepare(config: PrepareConfig, rows_of=load_source) -> tuple[dict[str, list[dict]], dict]:
     """Every configured data set, decontaminated; and the counts for the manifest."""
-    tables, bad = {}, Counter()
+    tables, bad, revisions = {}, Counter(), {}
     for stem, sources in config.source_map().items():
-        tables[stem] = []
+        tables[stem], revisions[stem] = [], []
         for index, source in enumerate(sources):
+            source, commit = at_resolved_revision(source)
+            revisions[stem].append(commit)
             tables[stem] += read_rows(stem, index, source, config.seed, config.on_bad_row, bad, rows_of)
         if not tables[stem]:
             raise ValueError(f"{stem}: no usable rows in {[s['path'] for s in sources]}")
@@ -199,7 +215,7 @@ def prepare(config: PrepareConfig, rows_of=load_source) -> tuple[dict[str, list[
             # GRPO's max_prompts) the first source alone: math and no code.
             random.Random(f"{config.seed}:{stem}").shuffle(kept)
     counts = {"rows": {stem: len(rows) for stem, rows in tables.items()},
-              "decontaminated": removed, "bad_rows_dropped": dict(bad)}
+              "decontaminated": removed, "bad_rows_dropped": dict(bad), "revisions": revisions}
     return tables, counts
 
 

@@ -1,0 +1,41 @@
+"""Hub ids and their revisions. A config pins the commit of any hub id it names in one map,
+`hub_revisions: {<hub id>: <commit>}` (the hub probe writes it: `--write-pins`), which `pin_revisions`
+gives to every data source and model naming that id without a `revision:` of its own. Data and models
+are downloaded at those commits, and their manifests record the commit each resolved to."""
+
+from pathlib import Path
+
+from stages.lib.config_checks import pretrained_models
+from stages.lib.settings import settings_at
+
+LOCAL = "local"  # the revision of a directory or file: it has none
+
+
+def hub_specs(config: dict) -> list[tuple[dict, str, str]]:
+    """Every place the config names a hub id or a local path: (the section, its key holding the id, "dataset"
+    or "model"). The sections are the config's own dicts: setting `revision` in one sets it in the config."""
+    specs = [(source, "path", "dataset") for sources in settings_at(config, "data.hub.sets").values()
+             for source in sources]
+    return specs + [(settings_at(config, key.rsplit(".", 1)[0]), "name_or_path", "model")
+                    for key in pretrained_models(config)]
+
+
+def pin_revisions(config: dict) -> dict:
+    """`hub_revisions` given to each source and model of a pinned id that has no `revision:` of its own (in
+    place; returns the config)."""
+    pins = config.get("hub_revisions") or {}
+    for spec, key, _ in hub_specs(config):
+        if spec[key] in pins and not spec.get("revision"):
+            spec["revision"] = pins[spec[key]]
+    return config
+
+
+def resolved_revision(path: str, revision: str | None, kind: str) -> str:
+    """The commit a hub id (at `revision`, default its main branch) resolves to now; "local" for a path here."""
+    if Path(path).exists():
+        return LOCAL
+    from huggingface_hub import HfApi
+
+    info = HfApi().dataset_info(path, revision=revision) if kind == "dataset" else \
+        HfApi().model_info(path, revision=revision)
+    return info.sha
