@@ -232,19 +232,37 @@ def evaluation_setting_rows(evals: dict[str, Path]) -> tuple[list[str], list[lis
             "commit"], rows
 
 
+HARNESS_SETTINGS = {"num_samples": "samples", "max_new_tokens": "max new tokens", "temperature": "temperature",
+                    "top_p": "top-p"}
+
+
+def harness_differences(config: dict, scores: dict | None, spec: dict, name: str) -> str:
+    """Where this evaluation of a set differs from the harness that gave the reported figure: each setting of
+    the spec's `harness` that differs here, then the spec's note for the set and for every set."""
+    ours = {**config, "num_samples": (scores or {}).get("k")}  # k of this set, where it was evaluated
+    differences = [f"{label} {ours[key]} (theirs {value})" for key, label in HARNESS_SETTINGS.items()
+                   if (value := spec.get("harness", {}).get(key)) is not None and ours.get(key) not in (None, value)]
+    notes = spec.get("notes", {})
+    differences += [notes[key] for key in (name, "all") if key in notes]
+    return "; ".join(differences) or "none known"
+
+
 def published_rows(evals: dict[str, Path], published: dict) -> tuple[list[str], list[list[str]]]:
-    """Each published model's pass@1 here beside the figure its authors report (in %, as papers give it)."""
+    """Each published model's pass@1 here beside the figure its authors report (in %, as papers give it), and
+    what still differs between this evaluation and theirs."""
     rows = []
     for stage, spec in published.items():
         if stage not in evals:
             continue
-        metrics = read_manifest(evals[stage])["metrics"]
+        manifest = read_manifest(evals[stage])
         for name, reported in spec.get("reported", {}).items():
-            ours = metrics.get(name)
+            ours = manifest["metrics"].get(name)
             rows.append([label_of(stage), spec["name_or_path"], name,
                          "–" if ours is None else f"{100 * ours['pass_at_1']:.1f} (k={ours['k']})",
-                         f"{reported:g}", spec.get("source", "")])
-    return ["model", "name", "set", "pass@1 % here", "reported pass@1 %", "source"], rows
+                         f"{reported:g}", harness_differences(manifest["config"], ours, spec, name),
+                         spec.get("source", "")])
+    return ["model", "name", "set", "pass@1 % here", "reported pass@1 %", "differences from their evaluation",
+            "source"], rows
 
 
 def run_identity(evals: dict[str, Path]) -> str:

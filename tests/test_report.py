@@ -99,12 +99,18 @@ def test_the_report_says_what_makes_each_number_comparable_and_sets_published_fi
         "top-p": "0.95", "max new tokens": "3072", "engine": "vllm 0.31.0", "answer check": "math-verify 0.9.0",
         "commit": "abc1234"}
     published = {"published_r1distill15b": {"name_or_path": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",
-                                            "reported": {"aime24": 28.9, "gpqa": 33.8}, "source": "Table 5"}}
+                                            "reported": {"aime24": 28.9, "gpqa": 33.8, "math500": 83.9},
+                                            "source": "Table 5",
+                                            "harness": {"num_samples": 64, "max_new_tokens": 32768, "top_p": 0.95},
+                                            "notes": {"gpqa": "theirs: an Answer: X line"}}}
     header, rows = published_rows(evals, published)
-    assert rows == [["published_r1distill15b", "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "aime24", "27.3 (k=64)",
-                     "28.9", "Table 5"],
-                    ["published_r1distill15b", "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "gpqa", "–", "33.8",
-                     "Table 5"]]
+    assert header[-2] == "differences from their evaluation"
+    assert [row[2:] for row in rows] == [
+        ["aime24", "27.3 (k=64)", "28.9", "max new tokens 3072 (theirs 32768)", "Table 5"],
+        ["gpqa", "–", "33.8", "max new tokens 3072 (theirs 32768); theirs: an Answer: X line", "Table 5"],
+        ["math500", "80.0 (k=16)", "83.9", "samples 16 (theirs 64); max new tokens 3072 (theirs 32768)", "Table 5"]]
+    published["published_r1distill15b"]["harness"] = {"max_new_tokens": 3072}
+    assert published_rows(evals, published)[1][0][-2] == "none known"
 
 
 def test_rl_curves_plot_the_train_inference_log_prob_gap_when_trl_logs_it():
