@@ -249,9 +249,12 @@ def stage_resources(stage):
 
 
 def launcher(stage, module):
-    """How a training stage starts: a plain process, or stages.launch for several GPUs or nodes."""
+    """How a training stage starts: a plain process, or stages.launch for several GPUs or nodes. `exec`: the
+    rule's bash becomes the trainer (or launcher). Slurm's early time-limit signal reaches every process of
+    the step; a bash still there would exit on it, the job's Snakemake would end the step at once, and Slurm
+    would kill the trainers mid-save (gpu-path-audit-4, F3). The trainer saves, then Snakemake sees it end."""
     if not uses_launcher(compute_settings(config, stage)):
-        return f"python -m {module}"
+        return f"exec python -m {module}"
     settings = compute_settings(config, stage)
     flags = [f"--module {module}", f"--nodes {settings.get('nodes', 1)}", f"--gpus_per_node {settings.get('gpu', 0)}"]
     if settings.get("accelerate_config"):
@@ -265,7 +268,7 @@ def launcher(stage, module):
     # containers mode, where the job's PATH is the caller's and may hold no Python with the project's packages.
     # It gives the trainers as long to save after a stop signal as Slurm's early signal leaves them.
     command, lead = f"{shlex.quote(sys.executable)} -m stages.launch {' '.join(flags)}", save_lead(stage)
-    return lambda wildcards, input: f"{command} --stop_grace_s {int(lead(wildcards, input))} --"
+    return lambda wildcards, input: f"exec {command} --stop_grace_s {int(lead(wildcards, input))} --"
 
 
 # ---- containers: with --sdm apptainer every job runs in an image built from containers/ ------------

@@ -94,8 +94,9 @@ def test_multi_node_config_spreads_rl_over_three_nodes_with_a_vllm_server(plans)
         assert "--nodes 3 --gpus_per_node 8" in job["shell"] and "--vllm_server_gpus 8" in job["shell"]
         assert "--vllm_server_tensor_parallel_size 1 --vllm_server_startup_s 1800" in job["shell"]
         assert "zero3.yaml" in job["shell"] and job["resources"]["cpus_per_task"] == "0"  # cpus_per_gpu rules
-        # the launcher runs on the host with Snakemake's own interpreter (the job's PATH may have none)
-        assert job["shell"].startswith(f"{sys.executable} -m stages.launch "), job["shell"]
+        # the launcher runs on the host with Snakemake's own interpreter (the job's PATH may have none), in place
+        # of the job's shell (exec: Slurm's time-limit signal finds no shell to kill)
+        assert job["shell"].startswith(f"exec {sys.executable} -m stages.launch "), job["shell"]
         # every task it starts goes into the GPU image with the profile's args
         assert f"--nv --bind /scratch {REPO}/containers/r1-gpu.sif'" in job["shell"], job["shell"]
     for rule in ("cold_start_sft", "mixture_sft"):

@@ -1,6 +1,6 @@
-"""Killed stages resume: SIGTERM (a Slurm time limit) to a running GRPO stage saves a checkpoint and
-stops it; rerunning Snakemake resumes from that checkpoint and ends exactly where an uninterrupted
-run ends."""
+"""Killed stages resume: SIGTERM (a Slurm time limit) to a running GRPO stage's job, Snakemake and its
+shell included, saves a checkpoint and stops it; rerunning Snakemake resumes from that checkpoint and ends
+exactly where an uninterrupted run ends."""
 
 import json
 import os
@@ -58,16 +58,23 @@ def test_sigterm_at_a_random_step_then_rerun_ends_like_an_uninterrupted_run(tmp_
     subprocess.run(snakemake_command(interrupted, config_path)[:1] + ["results/tiny/base"]
                    + snakemake_command(interrupted, config_path)[2:], env=env, check=True, capture_output=True)
     kill_after = random.Random().randint(3, 20)
+    # Its own session: the job step. Slurm's time-limit signal reaches every process of the step at once
+    # (Snakemake, the rule's shell, the stage), and when the step's task (Snakemake) ends, proctrack/cgroup
+    # kills whatever is left of it: a stage still saving would lose its checkpoint (gpu-path-audit-4, F3).
     run = subprocess.Popen(snakemake_command(interrupted, config_path), env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
+                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
     log = interrupted / "results" / "tiny" / "logs" / "r1_zero.log"
     deadline = time.time() + 300
     while logged_steps(log) < kill_after and run.poll() is None and time.time() < deadline:
         time.sleep(0.05)
-    pid = stage_process(interrupted)
-    assert pid is not None and run.poll() is None, f"the stage was not running at step {kill_after}"
-    os.kill(pid, signal.SIGTERM)
+    assert stage_process(interrupted) is not None and run.poll() is None, \
+        f"the stage was not running at step {kill_after}"
+    os.killpg(run.pid, signal.SIGTERM)
     output = run.communicate(timeout=300)[0]
+    try:
+        os.killpg(run.pid, signal.SIGKILL)  # the step's end
+    except ProcessLookupError:
+        pass  # nothing was left
     assert run.returncode != 0, output
     first_log = log.read_text()
     assert "received SIGTERM" in first_log and "stopped at step" in first_log
@@ -157,3 +164,37 @@ def test_a_work_dir_that_a_live_process_still_trains_in_is_refused(tmp_path, mon
     claim_work_dir(str(work), fingerprint)  # gone: the directory is this run's
     assert json.loads((work / OWNER).read_text())["pid"] == os.getpid()
     # a Slurm job as the owner: tests/test_slurm.py, on the real test cluster
+
+
+def test_a_slurm_job_s_work_dir_is_guarded_by_its_heartbeat_where_no_slurm_client_can_be_asked(tmp_path, monkeypatch):
+    """Inside the GPU image there is no squeue (gpu-path-audit-4, F4): a live job's heartbeat keeps its directory."""
+    import threading
+
+    import pytest
+
+    from stages.lib import training
+    from stages.lib.training import OWNER, claim_work_dir
+
+    monkeypatch.setattr(training, "HEARTBEAT_S", 0.1)
+    monkeypatch.setattr(training, "HEARTBEAT_STALE_S", 0.8)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm client here
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    work, fingerprint = tmp_path / "stage.work", {"config": {"lr": 1}}
+    work.mkdir()
+    (work / "checkpoint-40").mkdir()
+    owner = work / OWNER
+    owner.write_text(json.dumps({"host": "gpu-node-7", "pid": 4242, "started": "1", "slurm_job_id": "123456"}))
+    stopped = threading.Event()
+
+    def live_job():  # the other job's trainer, still beating
+        while not stopped.wait(0.1):
+            owner.touch()
+    beating = threading.Thread(target=live_job, daemon=True)
+    beating.start()
+    with pytest.raises(RuntimeError, match=r"in use by Slurm job 123456 \(on gpu-node-7: its heartbeat .* no squeue"):
+        claim_work_dir(str(work), fingerprint)
+    assert (work / "checkpoint-40").exists()  # nothing deleted
+    stopped.set()
+    beating.join()
+    claim_work_dir(str(work), fingerprint)  # the job died: its heartbeat went stale, the directory is this run's
+    assert json.loads(owner.read_text())["pid"] == os.getpid()

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -77,13 +78,50 @@ def this_process() -> dict:
             "slurm_job_id": os.environ.get("SLURM_JOB_ID", "")}
 
 
-def still_running(owner: dict) -> str | None:
+# The claiming process touches its owner.json this often while it lives. Where no Slurm client can be asked
+# (inside the GPU image, which has none: gpu-path-audit-4, F4), an owner whose file was touched within
+# HEARTBEAT_STALE_S is alive; a claimant watches that long before it takes the directory over.
+HEARTBEAT_S = 30.0
+HEARTBEAT_STALE_S = 4 * HEARTBEAT_S
+
+
+def start_heartbeat(owner_file: Path) -> None:
+    def beat():
+        while True:
+            time.sleep(HEARTBEAT_S)
+            try:
+                owner_file.touch()
+            except OSError:  # the directory was published or removed: nothing left to guard
+                return
+    threading.Thread(target=beat, name="work-dir-heartbeat", daemon=True).start()
+
+
+def heartbeat_alive(owner_file: Path) -> float | None:
+    """The seconds since the owner's last heartbeat, if it still beats: a file older than HEARTBEAT_STALE_S is
+    stale at once; a fresher one is watched until it is touched again (alive) or goes stale (the owner died
+    within the last few minutes)."""
+    def age():
+        return time.time() - owner_file.stat().st_mtime
+    first, seen = age(), owner_file.stat().st_mtime
+    while age() < HEARTBEAT_STALE_S:
+        if owner_file.stat().st_mtime != seen:
+            return first
+        time.sleep(min(1.0, HEARTBEAT_S / 4))
+    return None
+
+
+def still_running(owner: dict, owner_file: Path | None = None) -> str | None:
     """How the process that last claimed a work directory is still running (its Slurm job, or its process on
-    this host), or None when it is gone (or cannot be asked)."""
+    this host), or None when it is gone. Without a Slurm client here, a Slurm job is alive while its
+    heartbeat (`owner_file`'s time) goes on."""
     job = owner.get("slurm_job_id")
     if job:
-        if job == os.environ.get("SLURM_JOB_ID") or not shutil.which("squeue"):
-            return None  # this job itself (requeued), or no Slurm to ask here
+        if job == os.environ.get("SLURM_JOB_ID"):
+            return None  # this job itself (requeued)
+        if not shutil.which("squeue"):
+            beat = heartbeat_alive(owner_file) if owner_file else None
+            return None if beat is None else \
+                f"Slurm job {job} (on {owner.get('host', '?')}: its heartbeat {beat:.0f} s ago; no squeue here)"
         done = subprocess.run(["squeue", "--noheader", "--jobs", job, "--format=%T"], capture_output=True, text=True,
                               timeout=60)
         state = done.stdout.strip() if done.returncode == 0 else ""
@@ -109,7 +147,7 @@ def claim_work_dir(work_dir: str, fingerprint: dict, wait_s: float = 600.0) -> N
             time.sleep(0.5)
         return
     if (path / OWNER).exists():
-        running = still_running(json.loads((path / OWNER).read_text()))
+        running = still_running(json.loads((path / OWNER).read_text()), path / OWNER)
         if running:
             hint = f"`scancel {running.split()[2]}`" if running.startswith("Slurm") else "stop it"
             raise RuntimeError(f"{work_dir} is in use by {running}, left running by an earlier run (a Snakemake "
@@ -119,6 +157,7 @@ def claim_work_dir(work_dir: str, fingerprint: dict, wait_s: float = 600.0) -> N
         shutil.rmtree(path)
     path.mkdir(parents=True, exist_ok=True)
     (path / OWNER).write_text(json.dumps(this_process()))
+    start_heartbeat(path / OWNER)
     write_stamp(path / FINGERPRINT, fingerprint)
 
 
