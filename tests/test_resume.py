@@ -71,10 +71,12 @@ def test_sigterm_at_a_random_step_then_rerun_ends_like_an_uninterrupted_run(tmp_
         f"the stage was not running at step {kill_after}"
     os.killpg(run.pid, signal.SIGTERM)
     output = run.communicate(timeout=300)[0]
+    outlived = stage_process(interrupted)
     try:
         os.killpg(run.pid, signal.SIGKILL)  # the step's end
     except ProcessLookupError:
         pass  # nothing was left
+    assert outlived is None, "the stage outlived its job's Snakemake: Slurm would kill it there, mid-save"
     assert run.returncode != 0, output
     first_log = log.read_text()
     assert "received SIGTERM" in first_log and "stopped at step" in first_log
