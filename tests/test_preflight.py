@@ -168,11 +168,11 @@ def preflight_table(tmp_path, monkeypatch, capsys, *layered: dict) -> tuple[dict
 def test_estimates_are_work_so_a_stages_wall_time_follows_its_gpus_and_their_speed(tmp_path, monkeypatch, capsys):
     """4 GPUs instead of 8 double R1-Zero's hours and keep its GPU-hours; GPUs half as fast double both."""
     rows, output = preflight_table(tmp_path, monkeypatch, capsys)
-    assert rows["r1_zero"][1:4] == ["8", "20.0", "10"] and rows["r1_zero"][-1] == "80.0"
+    assert rows["r1_zero"][1:4] == ["8", "5.0", "2.5"] and rows["r1_zero"][-1] == "20.0"
     rows, _ = preflight_table(tmp_path, monkeypatch, capsys, {"compute": {"r1_zero": {"gpu": 4}}})
-    assert rows["r1_zero"][1:4] == ["4", "20.0", "20"] and rows["r1_zero"][-1] == "80.0"
+    assert rows["r1_zero"][1:4] == ["4", "5.0", "5"] and rows["r1_zero"][-1] == "20.0"
     rows, _ = preflight_table(tmp_path, monkeypatch, capsys, {"compute": {"default": {"gpu_speed": 0.5}}})
-    assert rows["r1_zero"][3:5] == ["20", "1"] and rows["r1_zero"][-1] == "160.0"
+    assert rows["r1_zero"][3:5] == ["5", "1"] and rows["r1_zero"][-1] == "40.0"
     assert rows["evaluate"][3] == "0.6"  # every GPU stage, through compute.default
     # the published figure the config names, beside the estimate
     assert "published figure for r1_zero: DeepScaleR-1.5B-Preview" in output
