@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from stages.lib.data.schema import parse_tests
-from stages.lib.latex import boxed_answers, last_boxed, one_answer
+from stages.lib.latex import boxed_answers, one_answer
 from stages.lib.templates import CHOICE_INSTRUCTION, CHOICE_LETTERS
 
 DEFAULT_DOMAIN = {"reasoning": "math", "general": "general", "sft": "general", "preference": "general"}
@@ -67,14 +67,14 @@ def text(value, what: str) -> str:
 def gold_answer(value, from_boxed: bool) -> str:
     value = text(value if not isinstance(value, (int, float)) else str(value), "gold answer")
     if from_boxed:
-        boxed = last_boxed(value)
-        if boxed is None or not boxed.strip():
+        boxes = boxed_answers(value)  # the last first
+        if not boxes or not boxes[0].strip():
             raise BadRow("no \\boxed{} answer in the solution")
-        if one_answer(boxed_answers(value)) is None:
+        if one_answer(boxes) is None:
             # "\boxed{1} and \boxed{-2}": the last box alone would be a part of the answer as gold, and the
             # whole answer wrong; a completion boxing several answers has none (answers.py one_answer)
             raise BadRow("several different \\boxed{} answers in the solution")
-        value = boxed.strip()
+        value = boxes[0].strip()
     if value.lower() in PLACEHOLDER_ANSWERS:
         raise BadRow("gold answer is a placeholder", f": {value!r}")
     if not parses_as_answer(value):
