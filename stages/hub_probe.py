@@ -184,7 +184,8 @@ def write_pins(path: Path, table: list[dict], configfiles: list[Path]) -> None:
     pins = {row["id"]: row["revision"] for row in table
             if row.get("id") and row.get("revision") and row["revision"] != LOCAL
             and not row["revision"].startswith("unresolved")}
-    header = (f"# Written by `python -m stages.hub_probe --write-pins` on {date.today()} for "
+    # It opens with a newline: README step 5 appends it to a site file, whose last line may have none
+    header = (f"\n# Written by `python -m stages.hub_probe --write-pins` on {date.today()} for "
               f"{' '.join(map(str, configfiles))}.\n# Layer it last: --configfile ... {path}. To move a pin, "
               "probe again and review what changed (the hub's\n# commit history of that id), or edit one line.\n")
     path.write_text(header + yaml.safe_dump({"hub_revisions": pins}, sort_keys=True))

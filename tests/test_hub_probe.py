@@ -81,3 +81,7 @@ def test_the_probe_writes_the_commits_it_resolved_as_pins_the_run_takes(hub_root
     assert config["base"]["revision"] == written["Qwen/Qwen2.5-Math-1.5B"]
     assert {source["revision"] for source in config["data"]["hub"]["sets"]["cold_start"]} == \
         {written["open-r1/OpenR1-Math-220k"]}
+    site = tmp_path / "site.yaml"  # README step 5 appends the pins to it; its last line may lack a newline
+    site.write_text("results_dir: /scratch/me/r1")
+    site.write_text(site.read_text() + pins.read_text())
+    assert yaml.safe_load(site.read_text()) == {"results_dir": "/scratch/me/r1", "hub_revisions": written}
