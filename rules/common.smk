@@ -157,6 +157,11 @@ def judge_args():
     return f"--judge_model {shlex.quote(model_path('judge'))} {stage_args(flags)}"
 
 
+def judged_domains_arg():
+    """The judged domains alone, for the projection, which judges nothing (it counts them unjudged)."""
+    return stage_args({"judge_domains": JUDGE["domains"]}) if JUDGE else ""
+
+
 PUBLISHED = {f"published_{name}": spec for name, spec in config["evaluation"].get("published", {}).items()}
 
 
@@ -328,6 +333,22 @@ def shard_file(shard):
 
 def all_shard_files():
     return [shard_file(i) for i in range(config["rejection_sampling"]["num_shards"])]
+
+
+def projection_shards():
+    """How many shards are sampled and projected before the others (0: none, every shard at once)."""
+    count = config["rejection_sampling"].get("projection_shards", 0)
+    return count if count < config["rejection_sampling"]["num_shards"] else 0
+
+
+def projection_file():
+    return result(STAGES["generate"].output, "projection.json")
+
+
+def projection_gate(wildcards):
+    """A later shard waits for the first shards' projection; ancient: a projection redone (other targets)
+    does not resample the shards sampled after it."""
+    return ancient(projection_file()) if projection_shards() and int(wildcards.shard) >= projection_shards() else []
 
 
 def stage_outputs(*kinds):

@@ -7,6 +7,7 @@ rule generate:
     input:
         model=artifact("reasoning_rl"),
         prompts=data_file("rl_prompts"),
+        projection=projection_gate,
     output:
         shard_file("{shard}"),
     log:
@@ -28,6 +29,41 @@ rule generate:
         "python -m stages.generate --model_path {input.model} --prompts {input.prompts} --template {params.template}"
         " --shard_index {wildcards.shard} --num_shards {params.num_shards} --work_file {params.work}"
         " --output_file {output} --seed {params.seed} {params.args} > {log} 2>&1"
+
+
+if projection_shards():
+    # The first shards' accept rates, projected to every shard: a target out of reach stops the DAG here,
+    # before the other shards spend their GPUs (the mixture's own check comes after all of them).
+
+    rule rejection_projection:
+        input:
+            shards=all_shard_files()[: projection_shards()],
+            general=data_file("general"),
+        output:
+            projection_file(),
+        log:
+            log_file("rejection_projection"),
+        benchmark:
+            benchmark_file("rejection_projection")
+        params:
+            seed=config["seed"],
+            num_shards=config["rejection_sampling"]["num_shards"],
+            targets=targets_arg(config["rejection_sampling"]),
+            template=template_of("reasoning_rl"),
+            language=reasoning_language(),
+            args=stage_args(config["rejection_sampling"]["filters"]),
+            judged=judged_domains_arg(),
+            work=work_dir("rejection_sampling"),
+        retries: 0  # the same shards give the same projection: a retry would fail as the first try did
+        resources:
+            **stage_resources("rejection_sampling"),
+        container:
+            container_image("rejection_sampling")
+        shell:
+            "python -m stages.rejection_sampling --stage rejection_sampling --shards {input.shards}"
+            " --general_data {input.general} --targets {params.targets} --template {params.template}"
+            " --language {params.language} --projection_file {output} --projected_num_shards {params.num_shards}"
+            " --work_dir {params.work} --seed {params.seed} {params.args} {params.judged} > {log} 2>&1"
 
 
 rule rejection_sampling:

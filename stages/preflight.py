@@ -45,7 +45,8 @@ PLACEHOLDERS = {"slurm_account": "my_project"}
 # this list equal to the rules').
 LOGIN_NODE_RULES = ("tiny_data", "prepare_data", "fetch_model", "report", "all")
 # The compute entry whose resources a rule's jobs take, where the rule's name is not the entry's.
-COMPUTE_KEY_OF_RULE = {stage.rule: stage.compute for stage in STAGES.values() if stage.rule != stage.compute}
+COMPUTE_KEY_OF_RULE = {rule: stage.compute for stage in STAGES.values() for rule in (stage.rule, *stage.side_rules)
+                       if rule != stage.compute}
 
 
 @dataclass

@@ -16,6 +16,10 @@ general instruction data with their references (the paper reused DeepSeek-V3's S
 domain is filled to its target count; a domain that falls short fails the stage, naming what to
 raise, unless `allow_shortfall`. Every filter's removals are counted in the manifest.
 
+Before the other shards are sampled, the first few can be projected (`--projection_file`): each domain's
+kept count scaled to every shard, with an upper bound; a target out of reach even there fails then, not
+after every shard has spent its GPU (rejection_sampling.projection_shards in the config).
+
 At the paper's scale the pool is millions of long responses, more than a node's memory: the shards
 stream through a pool of worker processes in line-aligned chunks, and the stage keeps only what
 selection needs (per-prompt counts, 64-bit digests for deduplication, each kept candidate's place in
@@ -26,6 +30,7 @@ targets) verifies only what it had not.
 
 import hashlib
 import json
+import math
 import os
 import random
 import re
@@ -61,9 +66,15 @@ SHARD_FIELDS = ("id", "sample", "prompt", "solution", "domain", "completion")
 @dataclass
 class RejectionConfig:
     shards: list[str] = field(metadata={"help": "Generation shard JSONL files."})
-    output_dir: str = field(metadata={"help": "Where mixture.parquet and the manifest go."})
     targets: list[str] = field(metadata={"help": "DOMAIN=COUNT per domain; `general` is the non-reasoning share "
                                                  "(paper: ~600K reasoning + ~200K general)."})
+    output_dir: str = field(default="", metadata={"help": "Where mixture.parquet and the manifest go."})
+    projection_file: str = field(default="", metadata={
+        "help": "Instead of the mixture: project each target from the shards given (the first of "
+                "--projected_num_shards), write the projection here, and fail when a target is out of reach "
+                "(unless allow_shortfall), before the other shards are sampled."})
+    projected_num_shards: int = field(default=0, metadata={"help": "The run's number of shards (with "
+                                                                   "--projection_file)."})
     stage: str = field(default="rejection_sampling", metadata={"help": "Name recorded in the manifest "
                                                                        "(rejection_sampling, cold_start_data)."})
     general_data: str = field(default="", metadata={"help": "Non-reasoning instructions (general parquet); "
@@ -103,8 +114,16 @@ class RejectionConfig:
     seed: int = field(default=0)
 
     def __post_init__(self):
-        self.work_dir = self.work_dir or f"{self.output_dir}.work"
-        if bool(self.judge_model) != bool(self.judge_domains):
+        if bool(self.output_dir) == bool(self.projection_file):
+            raise ValueError("give either --output_dir (the mixture) or --projection_file (the first shards' "
+                             "projection)")
+        if self.projection_file and self.projected_num_shards < len(self.shards):
+            raise ValueError(f"--projected_num_shards {self.projected_num_shards} is fewer than the "
+                             f"{len(self.shards)} shards given")
+        self.work_dir = self.work_dir or f"{self.output_dir or self.projection_file}.work"
+        # a projection judges nothing: it counts a judged domain's candidates as kept, an upper bound
+        if (self.judge_model and not self.judge_domains) or (self.judge_domains and not self.judge_model
+                                                             and not self.projection_file):
             raise ValueError("a judge needs both judge_model and judge_domains (rejection_sampling.judge: "
                              "name_or_path and domains)")
         if NON_REASONING in self.judge_domains:
@@ -113,7 +132,7 @@ class RejectionConfig:
     def verdict_fingerprint(self) -> dict:
         """The settings a candidate's verdict depends on; targets, seed and the judge's model do not."""
         unrelated = {"shards", "general_data", "output_dir", "targets", "max_per_prompt", "allow_shortfall",
-                     "num_workers", "work_dir", "seed"}
+                     "num_workers", "work_dir", "seed", "projection_file", "projected_num_shards"}
         return {k: v for k, v in asdict(self).items() if k not in unrelated and not k.startswith("judge_")} | {
             "judge_domains": sorted(self.judge_domains)}
 
@@ -454,6 +473,49 @@ def assemble(pools: dict[str, list[dict]], targets: dict[str, int], allow_shortf
     return mixture
 
 
+def projected_counts(kept: int, shards_read: int, num_shards: int) -> tuple[float, float]:
+    """A domain's kept count over every shard, from its count in the first `shards_read` (shards split the
+    prompts round-robin, so each is a sample of the pool): the expectation, and a ~97.5% upper bound that
+    treats the count as Poisson ((sqrt(k + 1) + 1)^2 bounds k's mean; 4 for a domain that kept nothing)."""
+    scale = num_shards / shards_read
+    return kept * scale, (math.sqrt(kept + 1) + 1) ** 2 * scale
+
+
+def project(config: RejectionConfig, candidates: "Candidates", targets: dict[str, int]) -> None:
+    """Writes what the first shards project for each target, and fails when a target is out of reach even at
+    the projection's upper bound, naming what to change, so that the other shards never spend their GPUs on a
+    mixture that would fail after all of them. The general share is counted, not projected."""
+    capped = Counter(candidates.domains[candidates.domain[i]] for i in cap_per_prompt(candidates, config))
+    general = len(general_examples(config.general_data)) if config.general_data else 0
+    shards_read, num_shards = len(config.shards), config.projected_num_shards
+    rows = {}
+    for domain, want in targets.items():
+        if domain == NON_REASONING:
+            expected = upper = general
+        else:
+            expected, upper = projected_counts(capped[domain], shards_read, num_shards)
+        rows[domain] = {"kept": general if domain == NON_REASONING else capped[domain], "expected": round(expected),
+                        "upper_bound": round(upper), "target": want, "out_of_reach": upper < want}
+    print(f"projection from {shards_read} of {num_shards} shards "
+          f"({candidates.total:,} candidates; judged domains, if any, not judged: their counts are upper bounds):")
+    for domain, row in rows.items():
+        print(f"  {domain}: {row['kept']:,} kept -> ~{row['expected']:,} expected (at most ~{row['upper_bound']:,})"
+              f" for a target of {row['target']:,}{'  OUT OF REACH' if row['out_of_reach'] else ''}", flush=True)
+    short = {domain: row for domain, row in rows.items() if row["out_of_reach"]}
+    if short and not config.allow_shortfall:
+        lines = [f"'{d}' ~{row['expected']:,} (at most ~{row['upper_bound']:,}) of {row['target']:,}"
+                 for d, row in short.items()]
+        raise SystemExit(
+            f"rejection sampling would fall short, projected from the first {shards_read} of {num_shards} shards: "
+            + "; ".join(lines) + ". Before the other shards run: lower rejection_sampling.targets, raise "
+            "rejection_sampling.generation.num_samples or filters.max_per_prompt, or set filters.allow_shortfall")
+    path = Path(config.projection_file)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(f".{path.name}.tmp")
+    scratch.write_text(json.dumps({"shards_read": shards_read, "num_shards": num_shards, "domains": rows}, indent=1))
+    scratch.replace(path)
+
+
 def judge_candidates(config: RejectionConfig, candidates: Candidates) -> dict:
     """Lets the judge model decide the kept candidates of `judge_domains`, in batches whose verdicts
     are appended to a log, so a rerun judges only what it had not. A candidate judged incorrect, or
@@ -530,11 +592,17 @@ def main(argv=None):
     targets = config.target_counts()
     if "code" in targets and "code" not in config.judge_domains:  # the sandbox refused: fail now, not in a worker
         Sandbox(SandboxLimits(allow_rlimit_only=config.allow_rlimit_only))
-    log = VerdictLog(Path(config.work_dir) / "verdicts.jsonl", config.verdict_fingerprint())
+    # The projection keeps its own log: the stage's is a prefix of every shard in order, which a projection
+    # rerun (other targets) would cut back to its first shards.
+    log_name = "projection-verdicts.jsonl" if config.projection_file else "verdicts.jsonl"
+    log = VerdictLog(Path(config.work_dir) / log_name, config.verdict_fingerprint())
     try:
         candidates = verify_pool(config, log)
     finally:
         log.close()
+    if config.projection_file:
+        project(config, candidates, targets)
+        return
     known = set(candidates.domains) | ({NON_REASONING} if config.general_data else set())
     unknown = [domain for domain in targets if domain not in known]
     if unknown:

@@ -125,15 +125,17 @@ def planned_jobs(output: str) -> dict[str, int]:
 
 
 def planned_job_details(output: str) -> list[dict]:
-    """Every job of a dry run made with -p: rule, whether it is local, its resources and shell command."""
+    """Every job of a dry run made with -p: rule, whether it is local, its inputs, resources and shell command."""
     jobs = []
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", output)[1:]:
         header = re.match(r"(local)?rule (\w+):", block)
         resources = re.search(r"^\s*resources: (.*)$", block, re.M)
         command = re.search(r"^Shell command: (.*)$", block, re.M)
         wildcards = re.search(r"^\s*wildcards: (.*)$", block, re.M)
+        inputs = re.search(r"^\s*input: (.*)$", block, re.M)
         jobs.append({
             "rule": header.group(2), "local": bool(header.group(1)),
+            "input": inputs.group(1).split(", ") if inputs else [],
             "resources": dict(item.split("=", 1) for item in resources.group(1).split(", ")) if resources else {},
             "shell": command.group(1) if command else "",
             "wildcards": wildcards.group(1) if wildcards else ""})

@@ -55,6 +55,13 @@ def test_every_real_config_plans_the_whole_dag(plans, name):
     assert jobs["prepare_data"] == 1 and "tiny_data" not in jobs and "base" not in jobs
     assert jobs["fetch_model"] == 1 + students + published  # the base, every student and published model, once
     assert jobs["generate"] == config["rejection_sampling"]["num_shards"]
+    # the first shards' projection: the later shards wait for it (F9); it verifies the first shards
+    first = config["rejection_sampling"]["projection_shards"]
+    waiting = [int(job["wildcards"].removeprefix("shard=")) for job in by_rule(details, "generate")
+               if any(path.endswith("/generate/projection.json") for path in job["input"])]
+    assert sorted(waiting) == list(range(first, config["rejection_sampling"]["num_shards"]))
+    (projection,) = by_rule(details, "rejection_projection")
+    assert sum(path.endswith(".jsonl") for path in projection["input"]) == first
     assert jobs["evaluate"] == len(config["evaluation"]["models"]) + published
     assert published or name == "paper"  # a real config checks its evaluation against a published model
     assert all(jobs[rule] == 1 for rule in MAIN_LINE)

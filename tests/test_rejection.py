@@ -251,6 +251,39 @@ def test_assembly_fills_targets_exactly_or_names_the_shortfall():
     assert len(assemble(pools, {"math": 6, "general": 5}, True, 0, 4, 1)) == 9
 
 
+def test_the_first_shards_project_each_target_and_stop_one_out_of_reach(small_data_dir, tmp_path):
+    """The projection scales the first shards' kept rows to every shard and fails, naming the domain and what to
+    change, only when a target is above even its upper bound (F9: a short code target was learned after all
+    64 shards); with allow_shortfall it writes the projection and lets the other shards run."""
+    assert rejection_sampling.projected_counts(0, 8, 64) == (0, 32)  # nothing kept: at most ~4 per 8 shards
+    expected, upper = rejection_sampling.projected_counts(100, 8, 64)
+    assert expected == 800 and 950 < upper < 1000
+    rows = [_row(f"p{i}", 0, GOOD if i % 8 else GOOD.replace("\\boxed{5}", "\\boxed{6}")) for i in range(40)]
+    paths = _write_shards(tmp_path, rows, shards=2)
+    projection = tmp_path / "generate" / "projection.json"
+
+    def project(*targets, shortfall="false"):
+        rejection_sampling.main(["--shards", str(paths[0]), "--general_data", str(small_data_dir / "general.parquet"),
+                                 "--targets", *targets, "--projection_file", str(projection), "--projected_num_shards",
+                                 "8", "--work_dir", str(tmp_path / "work"), "--max_paragraph_chars", "100",
+                                 "--allow_shortfall", shortfall])
+
+    project("math=60", "general=5")  # 15 kept of 20 in shard 0 of 8: ~120 expected
+    domains = json.loads(projection.read_text())["domains"]
+    assert domains["math"] | {"upper_bound": 0} == {"kept": 15, "expected": 120, "upper_bound": 0, "target": 60,
+                                                    "out_of_reach": False}
+    assert domains["general"]["kept"] == domains["general"]["expected"] > 5  # counted, not projected
+    projection.unlink()
+    with pytest.raises(SystemExit, match=r"projected from the first 1 of 8 shards: 'math' ~120 \(at most ~\d+\) "
+                                         r"of 500.*lower rejection_sampling.targets"):
+        project("math=500", "general=5")
+    assert not projection.exists()  # the later shards wait for it: none runs
+    project("math=500", "general=5", shortfall="true")
+    assert json.loads(projection.read_text())["domains"]["math"]["out_of_reach"]
+    with pytest.raises(ValueError, match="either --output_dir .* or --projection_file"):
+        _config(projection_file=str(projection))
+
+
 def test_shards_split_prompts_exactly_once():
     rows = list(range(10))
     shards = [shard_rows(rows, i, 3) for i in range(3)]

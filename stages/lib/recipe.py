@@ -28,6 +28,7 @@ class Stage:
     compute: str = ""  # its compute key, where another stage's resources serve (default: the name)
     settings: str = ""  # the key path of its settings in the config (default: the name)
     optional: bool = False  # a config may leave its settings out (cold start from the data set's rows)
+    side_rules: tuple[str, ...] = ()  # further rules that run its module on its compute entry's resources
 
     def __post_init__(self):
         for field_name in ("rule", "compute", "settings"):
@@ -57,7 +58,8 @@ STAGES = {stage.name: stage for stage in (
     Stage("generate", "Dev2's samples", "Dev2's samples for rejection sampling", "stages.generate", "generation",
           "generate", template="", settings="rejection_sampling.generation"),
     Stage("rejection_sampling", "SFT mixture (rejection sampling)", "the SFT mixture rejection sampling built",
-          "stages.rejection_sampling", "rejection_sampling", "rejection_sampling", template="", brought_as="mixture"),
+          "stages.rejection_sampling", "rejection_sampling", "rejection_sampling", template="", brought_as="mixture",
+          side_rules=("rejection_projection",)),  # the first shards' projection, before the others are sampled
     # Dev3 trains from the base (paper) but learns Dev2's samples: the report compares it with Dev2.
     Stage("mixture_sft", "Dev3 (SFT on the mixture)", "Dev3 (SFT on the rejection-sampled mixture)", "stages.sft",
           "sft", "mixture_sft", compared_with="reasoning_rl", launchable=True, brought_as="policy"),
