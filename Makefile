@@ -3,7 +3,7 @@
 #   make test   set up (the venv and the vLLM CPU environment), run the test suite
 #   make rehearsal   the real configs' DAG on this CPU through Slurm, images, DeepSpeed and vLLM (root)
 #   make site-profile   your Slurm site profile, ~/.config/snakemake/slurm (from profiles/slurm), to edit
-#   make preflight CONFIG=configs/<scale>.yaml   before the first cluster run: what to fix, GPU-hours
+#   make preflight CONFIG=configs/<scale>.yaml   before the first cluster run: what to fix, GPU-hours (TARGET=dev2: its own)
 #   make screenshot   after make tiny, when the report changed: docs/report.png from its page
 #   make lock   after changing a pin in pyproject.toml: regenerate the lock (containers/lock.py)
 #   make containers   build the Apptainer images (on a machine with Apptainer)
@@ -88,9 +88,10 @@ site-profile:
 
 # What the site must still set in the Slurm profile, and the GPU-hours the plan asks for (stages/preflight.py).
 PROFILE ?= slurm
+TARGET ?= all
 preflight: setup
 	@test -n "$(CONFIG)" || { echo "make preflight: name the scale config, e.g. make preflight CONFIG=configs/qwen2.5-1.5b.yaml" >&2; exit 2; }
-	python -m stages.preflight --configfile $(CONFIG) --profile $(PROFILE)
+	python -m stages.preflight --configfile $(CONFIG) --profile $(PROFILE) --target $(TARGET)
 
 screenshot: setup
 	docs/screenshot.sh results/tiny/report

@@ -1,11 +1,11 @@
 """Before the first cluster run: what the site must still set, and what the plan will reserve.
 
-    make preflight CONFIG=configs/qwen2.5-1.5b.yaml
-    python -m stages.preflight --configfile configs/qwen2.5-1.5b.yaml [--profile slurm]
+    make preflight CONFIG=configs/qwen2.5-1.5b.yaml [TARGET=r1_zero_branch]
+    python -m stages.preflight --configfile configs/qwen2.5-1.5b.yaml [--profile slurm] [--target r1_zero_branch]
 
 The profile is found as Snakemake finds it (a path, or a name under ./, ~/.config/snakemake/ or
-/etc/xdg/snakemake/). Plans the DAG with it in the current directory (Snakemake's dry run: nothing is submitted,
-nothing downloaded; what is done already is not planned again) and
+/etc/xdg/snakemake/). Plans the target's DAG (`all` unless --target names others) with it in the current directory
+(Snakemake's dry run: nothing is submitted, nothing downloaded; what is done already is not planned again) and
 - flags what would fail at the first sbatch or container start: the profile's site placeholders
   (`slurm_account: my_project`), bind paths this machine lacks, no `apptainer` (with the switch that
   runs without it), images not built, partitions that `sinfo` does not know;
@@ -14,8 +14,11 @@ nothing downloaded; what is done already is not planned again) and
 - checks each job's GPUs, memory and CPUs per node and its time limit against its partition's nodes;
 - prints, per stage, the GPU-hours the plan requests (jobs x GPUs x `runtime`) beside the estimate (the
   stage's work, `compute.<stage>.estimated_gpu_hours` on an H100, over `gpu_speed`: a job's wall time
-  follows its GPUs), the totals, published figures the config names, and the critical path's wall time.
-Exit status 1 when something must be fixed first.
+  follows its GPUs), the totals, published figures the config names, and the critical path's wall time;
+- warns where an estimate comes within a tenth of the time its submissions hold, and where a training stage's
+  GPUs differ from the first config file's so that its per-GPU micro-batch (GRPO) or global batch (SFT, reward
+  models) changes, with the gradient_accumulation_steps that keeps it.
+Exit status 1 when something must be fixed first (warnings alone do not count).
 """
 
 import argparse
@@ -34,9 +37,17 @@ from pathlib import Path
 import yaml
 
 from stages.lib.config_checks import REPO
-from stages.lib.recipe import STAGES
+from stages.lib.configs import GRPOStageConfig, RewardModelStageConfig, SFTStageConfig, default_of
+from stages.lib.recipe import REWARD_MODEL_KINDS, STAGES
 from stages.lib.rewards.sandbox import isolation_probe, isolation_problem
-from stages.lib.settings import compute_settings, container_images, deep_update, job_wall_hours
+from stages.lib.settings import (
+    compute_settings,
+    container_images,
+    deep_update,
+    job_wall_hours,
+    settings_at,
+    training_world_size,
+)
 
 REFERENCE_GPU = "an H100 80GB"  # the GPU the configs' estimated_gpu_hours are stated for (gpu_speed: 1)
 # Values the shipped profile holds where each site must put its own (profiles/slurm/config.yaml, SITE lines).
@@ -47,6 +58,15 @@ LOGIN_NODE_RULES = ("tiny_data", "prepare_data", "fetch_model", "report", "all")
 # The compute entry whose resources a rule's jobs take, where the rule's name is not the entry's.
 COMPUTE_KEY_OF_RULE = {rule: stage.compute for stage in STAGES.values() for rule in (stage.rule, *stage.side_rules)
                        if rule != stage.compute}
+# An estimate past this share of the time its submissions hold leaves no room for what the estimate leaves out: the
+# save lead (each job hears SIGTERM minutes before its limit), a resume's start, a node a tenth slower than assumed.
+TIME_LIMIT_MARGIN = 0.9
+BATCH_CONFIGS = {"grpo": GRPOStageConfig, "sft": SFTStageConfig, "reward_model": RewardModelStageConfig}
+
+
+def workflow_targets() -> list[str]:
+    """The targets: the rules the Snakefile itself declares (the other rules' outputs are stages' folders)."""
+    return re.findall(r"^rule (\w+):", (REPO / "Snakefile").read_text(), re.M)
 
 
 @dataclass
@@ -76,12 +96,13 @@ class PlannedJob:
 
 
 def planned_jobs(dry_run_output: str) -> list[PlannedJob]:
-    """The Slurm jobs of a `snakemake -n -p` output (login-node rules are left out)."""
-    jobs = []
+    """The Slurm jobs of a `snakemake -n -p` output (login-node rules and the targets, which run nothing, are left
+    out)."""
+    jobs, targets = [], workflow_targets()
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", dry_run_output)[1:]:
         header = re.match(r"(local)?rule (\w+):", block)
         resources = re.search(r"^\s*resources: (.*)$", block, re.M)
-        if header.group(1) or header.group(2) in LOGIN_NODE_RULES:
+        if header.group(1) or header.group(2) in LOGIN_NODE_RULES or header.group(2) in targets:
             continue
         pairs = resources.group(1).split(", ") if resources else []
         jobs.append(PlannedJob(header.group(2), dict(pair.split("=", 1) for pair in pairs)))
@@ -174,10 +195,10 @@ def profile_file_of(profile: str) -> Path:
     return found[1]
 
 
-def launch_command(configfiles: list[Path], profile: str, *options: str) -> str:
-    """The snakemake command line for this config and profile, target first (--configfile takes every value
+def launch_command(configfiles: list[Path], profile: str, targets: list[str], *options: str) -> str:
+    """The snakemake command line for this config and profile, targets first (--configfile takes every value
     after it)."""
-    return shlex.join(["snakemake", "all", "--profile", profile, *options, "--configfile", *map(str, configfiles)])
+    return shlex.join(["snakemake", *targets, "--profile", profile, *options, "--configfile", *map(str, configfiles)])
 
 
 def profile_problems(profile_file: Path, profile: dict, without_images: str) -> list[str]:
@@ -273,11 +294,12 @@ def partition_problems(jobs: list[PlannedJob], partitions: dict[str, PartitionLi
 
 
 class SnakemakePlan:
-    """What Snakemake plans for `all` with this config and profile (`-n -p`, or another planning mode), run in the
-    background from the moment it is made: preflight's two plans take one core each instead of one after the other."""
+    """What Snakemake plans for the targets with this config and profile (`-n -p`, or another planning mode), run in
+    the background from the moment it is made: preflight's two plans take one core each instead of one after the
+    other."""
 
-    def __init__(self, configfiles: list[Path], profile: str, without_apptainer: bool, *mode: str):
-        self.command = [sys.executable, "-m", "snakemake", *(mode or ("-n", "-p")), "all", "--profile", profile,
+    def __init__(self, configfiles: list[Path], profile: str, targets: list[str], without_apptainer: bool, *mode: str):
+        self.command = [sys.executable, "-m", "snakemake", *(mode or ("-n", "-p")), *targets, "--profile", profile,
                         "-s", str(REPO / "Snakefile"), "-d", os.getcwd()]
         if without_apptainer:  # Snakemake asks for `apptainer --version` even in a dry run
             self.command += ["--sdm", "env-modules"]
@@ -305,18 +327,94 @@ class SnakemakePlan:
         return text
 
 
+def time_limit_warning(key: str, estimate: float | None, runtime_hours: float, submits: int,
+                       retries: int) -> str | None:
+    """A stage whose estimate comes within TIME_LIMIT_MARGIN of the time its submissions hold (submits x runtime:
+    an estimate equal to runtime plans 1 submission with no room for the save lead or a slower node), and the
+    three ways out."""
+    if not estimate or not runtime_hours or estimate < TIME_LIMIT_MARGIN * runtime_hours * submits:
+        return None
+    hours = math.ceil(estimate / (TIME_LIMIT_MARGIN * submits))
+    resubmit = (f"the profile's retries: {retries} allow it" if submits < 1 + retries
+                else f"raise the profile's retries to {submits}")
+    share = estimate / (runtime_hours * submits)
+    return (f"compute.{key}: estimated {estimate:.3g} h fills {share:.0%} of runtime {runtime_hours:g} h x {submits} "
+            f"submission(s) (over {TIME_LIMIT_MARGIN:.0%} leaves no room for the save lead or a slower node): raise "
+            f"runtime to {hours * 60} ({hours} h), give the stage more GPUs, or accept one more submission "
+            f"({resubmit})")
+
+
+def batch_warning(section: str, config_class: type, settings: dict, reference: dict, world_size: int,
+                  reference_world_size: int, reference_name: str) -> str | None:
+    """What changes in a training stage's batch when its training processes differ from the reference config's:
+    GRPO's completions per GPU per micro-step (a step's completions are fixed: activation memory follows), SFT's
+    and the reward models' global batch (their micro-batch is per_device_train_batch_size); with the
+    gradient_accumulation_steps that keeps it as it was. None where nothing changes, or a step does not split
+    (the config check names that)."""
+    def value(section_settings: dict, key: str) -> int:
+        return section_settings.get(key, default_of(config_class, key))
+
+    accumulation = value(settings, "gradient_accumulation_steps")
+    if config_class is GRPOStageConfig:
+        completions = value(settings, "questions_per_step") * value(settings, "num_generations")
+        reference_completions = value(reference, "questions_per_step") * value(reference, "num_generations")
+        reference_micro_steps = reference_world_size * value(reference, "gradient_accumulation_steps")
+        if completions % (world_size * accumulation) or reference_completions % reference_micro_steps:
+            return None
+        now, before = completions // (world_size * accumulation), reference_completions // reference_micro_steps
+        keeping = completions // (world_size * before) if completions % (world_size * before) == 0 else 0
+        what = (f"{now} completions per GPU per micro-step ({completions} over {world_size} training processes x "
+                f"gradient_accumulation_steps {accumulation})")
+        units = "training processes"
+    else:
+        per_device = value(settings, "per_device_train_batch_size")
+        now = per_device * world_size * accumulation
+        before = (value(reference, "per_device_train_batch_size") * reference_world_size
+                  * value(reference, "gradient_accumulation_steps"))
+        keeping = before // (per_device * world_size) if before % (per_device * world_size) == 0 else 0
+        what = (f"global batch {now} ({per_device} examples per GPU per micro-step x {world_size} GPUs x "
+                f"gradient_accumulation_steps {accumulation})")
+        units = "GPUs"
+    if now == before:
+        return None
+    what += f", {before} on the {reference_world_size} {units} of {reference_name}"
+    fix = (f"{section}.gradient_accumulation_steps: {keeping} keeps {before}" if keeping
+           else f"no gradient_accumulation_steps keeps {before} on {world_size}")
+    return f"{section}: {what}: {fix}"
+
+
+def batch_warnings(config: dict, reference: dict, reference_name: str, compute_keys: set[str]) -> list[str]:
+    """batch_warning for each training stage the plan runs (distillation's shared `distill.sft`; a student's own
+    keys aside), its config section's batch against the reference config's (the scale config, before the files
+    layered on it)."""
+    warnings = []
+    for stage in STAGES.values():
+        if stage.kind not in BATCH_CONFIGS or stage.compute not in compute_keys or "{student}" in stage.settings:
+            continue
+        world_size = training_world_size(config, stage.compute)
+        reference_world_size = training_world_size(reference, stage.compute)
+        if world_size == reference_world_size:
+            continue
+        for kind in REWARD_MODEL_KINDS if "{kind}" in stage.settings else ("",):
+            section = stage.settings.format(kind=kind)
+            warning = batch_warning(section, BATCH_CONFIGS[stage.kind], settings_at(config, section),
+                                    settings_at(reference, section), world_size, reference_world_size, reference_name)
+            warnings += [warning] if warning else []
+    return warnings
+
+
 def gpu_hours_table(jobs: list[PlannedJob], config: dict, retries: int,
-                    order: list[str] = ()) -> tuple[list[str], list[str]]:
+                    order: list[str] = ()) -> tuple[list[str], list[str], list[str]]:
     """One line per compute entry: jobs, GPUs and runtime per job, the expected wall time of a job, how many
     submissions it needs (a job past `runtime` resumes in a resubmitted one), GPU-hours requested and
-    estimated, and the published figure the entry names; and the stages that would run out of the profile's
-    retries."""
+    estimated, and the published figure the entry names; the stages that would run out of the profile's
+    retries; and those whose estimate leaves their time limit no margin."""
     by_key: dict[str, list[PlannedJob]] = {}
     for job in sorted(jobs, key=lambda job: order.index(job.rule) if job.rule in order else len(order)):
         by_key.setdefault(job.compute_key, []).append(job)
     rows = [f"{'stage':<20} {'jobs':>5} {'GPUs/job':>8} {'runtime h':>9} {'estimate h':>10} {'submits':>7} "
             f"{'requested GPU-h':>15} {'estimated GPU-h':>15}"]
-    problems, references, total_requested, total_estimated = [], [], 0.0, 0.0
+    problems, warnings, references, total_requested, total_estimated = [], [], [], 0.0, 0.0
     for key, group in by_key.items():
         job, settings = group[0], compute_settings(config, key)
         estimate = job_wall_hours(settings)
@@ -325,6 +423,8 @@ def gpu_hours_table(jobs: list[PlannedJob], config: dict, retries: int,
             problems.append(f"compute.{key}: estimated {estimate:.3g} h needs {submits} submissions of runtime "
                             f"{job.runtime_hours:g} h, more than the profile's 1 + {retries} retries: "
                             "raise runtime or retries")
+        warning = time_limit_warning(key, estimate, job.runtime_hours, submits, retries)
+        warnings += [warning] if warning else []
         requested = len(group) * job.gpus * job.runtime_hours * submits
         estimated = len(group) * job.gpus * estimate if estimate is not None else None
         total_requested += requested
@@ -341,7 +441,7 @@ def gpu_hours_table(jobs: list[PlannedJob], config: dict, retries: int,
         rows.append(f"(no estimate for {', '.join(unestimated)}: set compute.<stage>.estimated_gpu_hours, or "
                     "estimated_hours for a job without GPUs)")
     rows += [f"published figure for {reference}" for reference in references]
-    return rows, problems
+    return rows, problems, warnings
 
 
 def dag_edges(plan: SnakemakePlan) -> tuple[dict[int, str], list]:
@@ -398,7 +498,14 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", default="slurm",
                         help="The Snakemake profile: a name (your site profile, e.g. ~/.config/snakemake/slurm) or a "
                              "directory, as given to snakemake.")
+    parser.add_argument("--target", nargs="+", default=["all"],
+                        help="What to plan and price, as given to snakemake: r1_zero_branch, dev2, final, ... "
+                             "(default: all).")
     args = parser.parse_args(argv)
+    unknown = [target for target in args.target if target not in workflow_targets()]
+    if unknown:
+        raise SystemExit(f"preflight: no target {', '.join(unknown)} (the Snakefile's: "
+                         f"{', '.join(workflow_targets())})")
     for path in args.configfile:
         if not path.is_file():
             choices = ", ".join(str(p.relative_to(REPO)) for p in sorted((REPO / "configs").glob("*.yaml"))
@@ -409,11 +516,11 @@ def main(argv=None) -> int:
         config = deep_update(config, yaml.safe_load(path.read_text()) or {})
     profile_file = profile_file_of(args.profile)
     profile = yaml.safe_load(profile_file.read_text())
-    launch = launch_command(args.configfile, args.profile)
-    plan_args = (args.configfile, args.profile, uses_apptainer(profile) and not apptainer_available())
+    launch = launch_command(args.configfile, args.profile, args.target)
+    plan_args = (args.configfile, args.profile, args.target, uses_apptainer(profile) and not apptainer_available())
     job_plan, dag_plan = SnakemakePlan(*plan_args), SnakemakePlan(*plan_args, "--d3dag")  # while the checks run
 
-    problems = profile_problems(profile_file, profile, launch_command(args.configfile, args.profile,
+    problems = profile_problems(profile_file, profile, launch_command(args.configfile, args.profile, args.target,
                                                                       "--sdm", "env-modules"))
     if uses_apptainer(profile):
         problems += image_problems(config)
@@ -423,23 +530,26 @@ def main(argv=None) -> int:
     problems += partition_problems(jobs, slurm_partitions())
 
     dag = dag_edges(dag_plan)
-    rows, retry_problems = gpu_hours_table(jobs, config, int(profile.get("retries", 0)), rule_order(*dag))
+    rows, retry_problems, warnings = gpu_hours_table(jobs, config, int(profile.get("retries", 0)), rule_order(*dag))
     problems += retry_problems
+    reference = yaml.safe_load(args.configfile[0].read_text()) or {}  # the scale config, before what is layered on it
+    warnings += batch_warnings(config, reference, str(args.configfile[0]), {job.compute_key for job in jobs})
     hours_of_rule = {job.rule: job_wall_hours(compute_settings(config, job.compute_key)) or 0.0 for job in jobs}
     hours, path = critical_path(*dag, hours_of_rule)
-    print(f"preflight: {' + '.join(map(str, args.configfile))} with {profile_file}")
+    print(f"preflight: {' '.join(args.target)} of {' + '.join(map(str, args.configfile))} with {profile_file}")
     print(f"GPU-hours: requested = jobs x GPUs x runtime x submits (what Slurm reserves); estimated = jobs x "
           f"compute.<stage>.estimated_gpu_hours (on {REFERENCE_GPU}) / gpu_speed; estimate h = one job's wall time")
     print("\n".join("  " + row for row in rows))
     print(f"critical path: {hours:.1f} h of estimated wall time ({' > '.join(path) or 'nothing estimated'}), "
           "queue waits aside")
+    for warning in warnings:
+        print(f"warning: {warning}")
     if problems:
         print(f"{len(problems)} thing(s) to fix before the first run:")
         print("\n".join(f"  - {problem}" for problem in problems))
         return 1
     print(f"nothing to fix; launch with: {launch}")
     return 0
-
 
 
 if __name__ == "__main__":

@@ -202,6 +202,18 @@ def test_a_config_written_before_the_renames_names_each_new_key(tmp_path, venv_e
         assert f"{old}: renamed to {new} " in output, output
     assert "unknown key" not in output and "missing (required" not in output
 
+def test_a_gpu_count_that_does_not_split_a_step_is_told_the_counts_that_do():
+    """512 completions over 3 processes x 8 micro-batches: the nearest counts that split them (adapter-review-4)."""
+    config = merged(load("qwen2.5-1.5b"), {"compute": {"r1_zero": {"gpu": 3}}})
+    assert "r1_zero.questions_per_step x num_generations = 512 completions per step do not split over 3 training " \
+           "process(es) x gradient_accumulation_steps = 8 micro-batches: 2 or 4 training processes do" \
+           in cross_field_errors(config)
+    # 48 completions: 8 processes split them with gradient_accumulation_steps 6, 6 processes with 8
+    config = merged(load("qwen2.5-1.5b"), {"r1_zero": {"questions_per_step": 3}})
+    assert any(error.endswith("micro-batches: 6 training processes do, or gradient_accumulation_steps 6 does")
+               for error in cross_field_errors(config))
+
+
 def test_a_stage_s_own_cpu_setting_replaces_the_default_s_either_way():
     from stages.lib.settings import compute_settings
 

@@ -151,7 +151,7 @@ def test_a_profile_is_found_by_name_as_snakemake_finds_it(tmp_path, monkeypatch)
     assert preflight.profile_file_of(str(PROFILE)) == PROFILE / "config.yaml"
 
 
-def preflight_table(tmp_path, monkeypatch, capsys, *layered: dict) -> tuple[dict, str]:
+def preflight_table(tmp_path, monkeypatch, capsys, *layered: dict, target: str = "all") -> tuple[dict, str]:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(preflight, "apptainer_available", lambda: False)
     monkeypatch.setattr(preflight, "slurm_partitions", lambda: None)
@@ -159,7 +159,7 @@ def preflight_table(tmp_path, monkeypatch, capsys, *layered: dict) -> tuple[dict
     for number, layer in enumerate(layered):
         (tmp_path / f"site{number}.yaml").write_text(yaml.safe_dump(layer))
         files.append(str(tmp_path / f"site{number}.yaml"))
-    preflight.main(["--configfile", *files, "--profile", str(PROFILE)])
+    preflight.main(["--configfile", *files, "--profile", str(PROFILE), "--target", target])
     output = capsys.readouterr().out
     return table(output), output
 
@@ -169,8 +169,17 @@ def test_estimates_are_work_so_a_stages_wall_time_follows_its_gpus_and_their_spe
     """4 GPUs instead of 8 double R1-Zero's hours and keep its GPU-hours; GPUs half as fast double both."""
     rows, output = preflight_table(tmp_path, monkeypatch, capsys)
     assert rows["r1_zero"][1:4] == ["8", "5.0", "2.5"] and rows["r1_zero"][-1] == "20.0"
-    rows, _ = preflight_table(tmp_path, monkeypatch, capsys, {"compute": {"r1_zero": {"gpu": 4}}})
+    assert "warning:" not in output  # the shipped estimates leave their time limits a margin
+    # the R1-Zero branch alone (adapter-review-4: an R1-Zero-only plan priced the whole DAG), on 4 GPUs: its
+    # estimate fills its time limit, and each GPU takes twice the completions per micro-step
+    layer = {"compute": {"r1_zero": {"gpu": 4}, "reasoning_rl": {"gpu": 4}}}
+    rows, branch = preflight_table(tmp_path, monkeypatch, capsys, layer, target="r1_zero_branch")
     assert rows["r1_zero"][1:4] == ["4", "5.0", "5"] and rows["r1_zero"][-1] == "20.0"
+    assert set(rows) == {"r1_zero", "evaluate", "total"} and rows["total"][0] == "3", branch  # base and R1-Zero's
+    assert "warning: compute.r1_zero: estimated 5 h fills 100% of runtime 5 h x 1 submission(s)" in branch
+    assert "r1_zero.gradient_accumulation_steps: 16 keeps 8" in branch
+    assert "reasoning_rl" not in branch  # on 4 GPUs as well, but not in the plan
+    assert f"snakemake r1_zero_branch --profile {PROFILE} --sdm env-modules --configfile" in branch  # the hint
     rows, _ = preflight_table(tmp_path, monkeypatch, capsys, {"compute": {"default": {"gpu_speed": 0.5}}})
     assert rows["r1_zero"][3:5] == ["5", "1"] and rows["r1_zero"][-1] == "40.0"
     assert rows["evaluate"][3] == "0.6"  # every GPU stage, through compute.default
@@ -189,6 +198,65 @@ def test_the_critical_path_is_the_longest_chain_of_wall_times(tmp_path, monkeypa
                 for key in main_line)
     assert f"critical path: {hours:.1f} h of estimated wall time ({' > '.join(main_line)}), queue waits aside" \
         in output, output
+
+
+def test_an_unknown_target_is_one_line_naming_the_targets(monkeypatch):
+    monkeypatch.chdir(REPO)
+    with pytest.raises(SystemExit) as stop:
+        preflight.main(["--configfile", "configs/qwen2.5-1.5b.yaml", "--target", "r1_zero_branch", "r1zero"])
+    assert str(stop.value) == ("preflight: no target r1zero (the Snakefile's: all, r1_zero_branch, dev1, dev2, dev3, "
+                               "published, final, r1, distilled)")
+
+
+def test_the_plans_and_the_launch_line_are_the_targets(monkeypatch):
+    started = []
+    monkeypatch.setattr(preflight.subprocess, "Popen", lambda command, **options: started.append(command))
+    preflight.SnakemakePlan([Path("c.yaml")], "slurm", ["dev2", "final"], False, "--d3dag")
+    assert started[0][3:9] == ["--d3dag", "dev2", "final", "--profile", "slurm", "-s"]
+    assert preflight.launch_command([Path("c.yaml")], "slurm", ["dev2", "final"]) == \
+        "snakemake dev2 final --profile slurm --configfile c.yaml"
+
+
+def test_an_estimate_within_a_tenth_of_its_time_limit_is_warned_with_the_ways_out():
+    """Preflight plans a job past its runtime as resubmissions (submits); an estimate that fills what they hold
+    leaves nothing for the save lead or a slower node: one more submission, unplanned."""
+    assert preflight.time_limit_warning("r1_zero", 5.0, 5.0, 1, 2) == (
+        "compute.r1_zero: estimated 5 h fills 100% of runtime 5 h x 1 submission(s) (over 90% leaves no room for "
+        "the save lead or a slower node): raise runtime to 360 (6 h), give the stage more GPUs, or accept one more "
+        "submission (the profile's retries: 2 allow it)")
+    assert preflight.time_limit_warning("r1_zero", 4.5, 5.0, 1, 2) is not None  # at the margin
+    assert preflight.time_limit_warning("r1_zero", 4.4, 5.0, 1, 2) is None
+    assert preflight.time_limit_warning("r1_zero", 12.0, 5.0, 3, 2) is None  # 80% of what 3 submissions hold
+    warning = preflight.time_limit_warning("reasoning_rl", 14.0, 5.0, 3, 2)  # 93%: a 4th, past the 2 retries
+    assert "fills 93% of runtime 5 h x 3 submission(s)" in warning and "raise runtime to 360 (6 h)" in warning
+    assert warning.endswith("(raise the profile's retries to 3)")
+    assert preflight.time_limit_warning("evaluate", None, 5.0, 1, 2) is None  # nothing estimated
+
+
+def test_a_changed_gpu_count_shows_the_batch_it_changes_and_the_accumulation_that_keeps_it():
+    """GRPO's step is a fixed number of completions: half the GPUs, twice the completions per GPU per micro-step
+    (activation memory) unless gradient_accumulation_steps doubles. SFT's micro-batch is its own key: the global
+    batch changes instead."""
+    shipped = yaml.safe_load((REPO / "configs" / "qwen2.5-1.5b.yaml").read_text())
+    planned = {"r1_zero", "cold_start_sft", "evaluate"}
+    config = preflight.deep_update(shipped, {"compute": {"r1_zero": {"gpu": 4}, "cold_start_sft": {"gpu": 4},
+                                                         "final_rl": {"gpu": 4}}})
+    assert preflight.batch_warnings(config, shipped, "shipped.yaml", planned) == [
+        "r1_zero: 16 completions per GPU per micro-step (512 over 4 training processes x gradient_accumulation_steps "
+        "8), 8 on the 8 training processes of shipped.yaml: r1_zero.gradient_accumulation_steps: 16 keeps 8",
+        "cold_start_sft: global batch 32 (2 examples per GPU per micro-step x 4 GPUs x gradient_accumulation_steps "
+        "4), 64 on the 8 GPUs of shipped.yaml: cold_start_sft.gradient_accumulation_steps: 8 keeps 64"]
+    # followed: nothing to say; and the reward models, one section per kind
+    kept = preflight.deep_update(config, {"r1_zero": {"gradient_accumulation_steps": 16},
+                                          "cold_start_sft": {"gradient_accumulation_steps": 8},
+                                          "compute": {"reward_model": {"gpu": 16}}})
+    assert [warning.split(":")[0] for warning in preflight.batch_warnings(kept, shipped, "shipped.yaml", {
+        "r1_zero", "cold_start_sft", "reward_model"})] == ["reward_model.helpful", "reward_model.harmless"]
+    # 128 GPUs at gradient_accumulation_steps 1: 4 completions each, and no accumulation keeps 8 (512 / 128 / 8 < 1)
+    wide = preflight.deep_update(shipped, {"compute": {"r1_zero": {"gpu": 8, "nodes": 16}},
+                                           "r1_zero": {"gradient_accumulation_steps": 1}})
+    assert preflight.batch_warnings(wide, shipped, "shipped.yaml", {"r1_zero"})[0].endswith(
+        "no gradient_accumulation_steps keeps 8 on 128")
 
 
 def test_each_job_is_held_against_what_its_partition_s_nodes_offer():

@@ -353,7 +353,8 @@ class GRPOStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
             # each step of a rollout takes its own questions_per_step, so a rollout splits when a step does
             problems.append(f"{prefix}questions_per_step x num_generations = {completions} completions per step do "
                             f"not split over {world_size} training process(es) x gradient_accumulation_steps = "
-                            f"{self.gradient_accumulation_steps} micro-batches")
+                            f"{self.gradient_accumulation_steps} micro-batches"
+                            + splitting_counts(completions, world_size, self.gradient_accumulation_steps))
         if self.steps_per_rollout < 1:
             problems.append(f"{prefix}steps_per_rollout must be 1 or more, not {self.steps_per_rollout}")
         return problems
@@ -364,6 +365,26 @@ class GRPOStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
         if problems:
             raise ValueError("; ".join(problems))
         return self.questions_per_step * self.num_generations // (world_size * self.gradient_accumulation_steps)
+
+
+def nearest_divisors(number: int, near: int) -> list[int]:
+    """The divisors of `number` next to `near`: the largest below it and the smallest above it, where there are."""
+    divisors = [divisor for divisor in range(1, number + 1) if number % divisor == 0]
+    below, above = [d for d in divisors if d < near], [d for d in divisors if d > near]
+    return below[-1:] + above[:1]
+
+
+def splitting_counts(completions: int, world_size: int, accumulation: int) -> str:
+    """What would split a step's completions, next to what does not: training processes with these
+    gradient_accumulation_steps, or gradient_accumulation_steps with these processes (the config checks' fix)."""
+    fixes = []
+    if completions % accumulation == 0:
+        counts = nearest_divisors(completions // accumulation, world_size)
+        fixes += [f"{' or '.join(map(str, counts))} training processes do"] if counts else []
+    if completions % world_size == 0:
+        steps = nearest_divisors(completions // world_size, accumulation)
+        fixes += [f"gradient_accumulation_steps {' or '.join(map(str, steps))} does"] if steps else []
+    return f": {', or '.join(fixes)}" if fixes else ""
 
 
 @dataclass
