@@ -193,6 +193,19 @@ def pretrained_stages(source):
     return [stage for stage in stages if pretrained_source(stage) == source]
 
 
+def chat_template_of(model):
+    """The `chat_template` of pre-trained `model` (base, student_<name>), as a list: an input of the stages that
+    start from the model and render chats (SFT, reward models), so editing the template reruns them; empty for a
+    model of this run or one that keeps its own. Those stages apply it and save their model with it, and every
+    later stage reads it from there (stages/lib/chat_template.py says why there)."""
+    spec = pretrained_model_spec(model) or {}
+    return [spec["chat_template"]] if "chat_template" in spec else []
+
+
+def chat_template_arg(model):
+    return "".join(f" --chat_template {shlex.quote(path)}" for path in chat_template_of(model))
+
+
 def model_path(stage):
     """The model directory a stage's output is read from: every model is a local directory by the time a
     compute job loads it (a user's own directory is used in place)."""

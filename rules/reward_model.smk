@@ -5,6 +5,7 @@ rule reward_model:
     input:
         model=lambda wc: model_path(config["reward_model"]["init"]),
         data=data_file("preferences_{kind}"),
+        chat_template=chat_template_of(config["reward_model"]["init"]),
     output:
         directory(result("reward_model_{kind}")),
     log:
@@ -13,10 +14,11 @@ rule reward_model:
         benchmark_file("reward_model_{kind}")
     params:
         **training_params("reward_model"),
+        chat_template=chat_template_arg(config["reward_model"]["init"]),
     threads: 2
     resources:
         **stage_resources("reward_model"),
     container:
         container_image("reward_model")
     shell:
-        "{params.launch} --model_path {input.model} --data {input.data}" + TRAINED_INTO
+        "{params.launch} --model_path {input.model} --data {input.data}{params.chat_template}" + TRAINED_INTO

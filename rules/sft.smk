@@ -5,6 +5,7 @@ rule cold_start_sft:
     input:
         model=model_path("base"),
         data=cold_start_input(),
+        chat_template=chat_template_of("base"),
     output:
         directory(result("cold_start_sft")),
     log:
@@ -14,13 +15,14 @@ rule cold_start_sft:
     params:
         **training_params("cold_start_sft"),
         data=cold_start_file,
+        chat_template=chat_template_arg("base"),
     threads: 2
     resources:
         **stage_resources("cold_start_sft"),
     container:
         container_image("cold_start_sft")
     shell:
-        "{params.launch} --model_path {input.model} --train_data {params.data}" + TRAINED_INTO
+        "{params.launch} --model_path {input.model} --train_data {params.data}{params.chat_template}" + TRAINED_INTO
 
 
 rule mixture_sft:
@@ -28,6 +30,7 @@ rule mixture_sft:
     input:
         model=lambda wc: model_path(config["mixture_sft"]["init"]),
         data=artifact("rejection_sampling"),
+        chat_template=chat_template_of(config["mixture_sft"]["init"]),
     output:
         directory(result("mixture_sft")),
     log:
@@ -37,13 +40,14 @@ rule mixture_sft:
     params:
         **training_params("mixture_sft", exclude=("init",)),
         mixture=os.path.join(artifact("rejection_sampling"), MIXTURE),
+        chat_template=chat_template_arg(config["mixture_sft"]["init"]),
     threads: 2
     resources:
         **stage_resources("mixture_sft"),
     container:
         container_image("mixture_sft")
     shell:
-        "{params.launch} --model_path {input.model} --train_data {params.mixture}" + TRAINED_INTO
+        "{params.launch} --model_path {input.model} --train_data {params.mixture}{params.chat_template}" + TRAINED_INTO
 
 
 rule distill:
@@ -51,6 +55,7 @@ rule distill:
     input:
         model=lambda wc: model_path(student_base(wc.student)),
         data=artifact("rejection_sampling"),
+        chat_template=lambda wc: chat_template_of(student_base(wc.student)),
     output:
         directory(result("distill_{student}")),
     log:
@@ -60,10 +65,11 @@ rule distill:
     params:
         **training_params("distill"),
         mixture=os.path.join(artifact("rejection_sampling"), MIXTURE),
+        chat_template=lambda wc: chat_template_arg(student_base(wc.student)),
     threads: 2
     resources:
         **stage_resources("distill"),
     container:
         container_image("distill")
     shell:
-        "{params.launch} --model_path {input.model} --train_data {params.mixture}" + TRAINED_INTO
+        "{params.launch} --model_path {input.model} --train_data {params.mixture}{params.chat_template}" + TRAINED_INTO

@@ -6,11 +6,11 @@ it on the login node (where the hub is reachable), after `huggingface-cli login`
 For every data source of `data.hub.sets` it streams the first `--rows` rows and maps them with
 prepare_data's own code (columns, nested fields, types, gold answers, test cases), and for the cold start
 it measures how many conversations fit `cold_start_sft.max_length` in the base model's tokenizer. For
-every model it loads the config and tokenizer and reads the chat template (present, its default system
-turn, whether it opens the reasoning), the end-of-sequence token and the context length against the
-lengths the config trains it at. It prints one table with the commit each hub id resolves to now, and
-exits 1 with what differs; `--write-pins FILE` writes those commits as a config file to layer on the run's
-(`hub_revisions`, stages/lib/hub.py).
+every model it loads the config and tokenizer and reads the chat template (the config's `chat_template` where
+it sets one: present, its default system turn, whether it opens the reasoning), the end-of-sequence token
+and the context length against the lengths the config trains it at. It prints one table with the commit each
+hub id resolves to now, and exits 1 with what differs; `--write-pins FILE` writes those commits as a config
+file to layer on the run's (`hub_revisions`, stages/lib/hub.py).
 """
 
 import argparse
@@ -22,7 +22,8 @@ from pathlib import Path
 
 import yaml
 
-from stages.lib.config_checks import pretrained_models
+from stages.lib.chat_template import chat_template_text, missing_template_error
+from stages.lib.config_checks import chat_stages, pretrained_models
 from stages.lib.data.schema import kind_of
 from stages.lib.data.sources import BadRow, convert, load_source
 from stages.lib.hub import LOCAL, pin_revisions, resolved_revision
@@ -109,13 +110,19 @@ def probe_model(key: str, path: str, config: dict) -> tuple[dict, str | None, ob
         tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
     except Exception as error:
         return {"what": f"{key}: {path}", "result": "unreadable"}, f"{key}: {path}: {str(error)[:300]}", None
+    model_key = key.rsplit(".", 1)[0]
+    own_template = settings_at(config, model_key).get("chat_template")
+    if own_template:  # the stages render chats with the config's template (stages/lib/chat_template.py)
+        tokenizer.chat_template = chat_template_text(own_template)
     context = getattr(model_config, "max_position_embeddings", None)
     longest, extended = trained_lengths(config, key)
     row = {"what": f"{key}: {path}", "result": f"context {context}", "eos": tokenizer.eos_token}
     problem = None
     if not tokenizer.chat_template:
         row["template"] = "none"
-        problem = f"{key}: {path} has no chat template (the chat stages and evaluation need one)"
+        stages = chat_stages(config).get(model_key)
+        problem = (missing_template_error(model_key, path, stages) if stages
+                   else f"{key}: {path} has no chat template (the chat stages and evaluation need one)")
     else:
         rendered = CHAT.render(PROBE_QUESTION, tokenizer)
         row["template"] = ", ".join(filter(None, [

@@ -18,11 +18,12 @@ import json
 import statistics
 
 from datasets import Dataset
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, set_seed
+from transformers import AutoModelForSequenceClassification, set_seed
 from transformers.integrations import is_deepspeed_zero3_enabled
 from trl import RewardConfig, RewardTrainer
 
 from stages.lib.artifacts import staged_output
+from stages.lib.chat_template import load_tokenizer
 from stages.lib.cli import parse_config, print_config
 from stages.lib.configs import RewardModelStageConfig
 from stages.lib.data.schema import read_table
@@ -78,7 +79,7 @@ def main(argv=None):
     # The arguments first: they set this process's device, and a ZeRO-3 config must be registered
     # before the model loads for DeepSpeed to partition it while loading.
     args = trainer_arguments(config)
-    tokenizer = AutoTokenizer.from_pretrained(config.model_path)
+    tokenizer = load_tokenizer(config.model_path, config.chat_template)
     model = AutoModelForSequenceClassification.from_pretrained(config.model_path, num_labels=1,
                                                                **config.model_kwargs(config.deepspeed))
     model.config.pad_token_id = tokenizer.pad_token_id

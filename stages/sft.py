@@ -10,10 +10,11 @@ template looks like.
 """
 
 from datasets import Dataset
-from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+from transformers import AutoModelForCausalLM, set_seed
 from trl import SFTConfig, SFTTrainer
 
 from stages.lib.artifacts import staged_output
+from stages.lib.chat_template import load_tokenizer
 from stages.lib.cli import parse_config, print_config
 from stages.lib.configs import SFTStageConfig
 from stages.lib.data.schema import read_table
@@ -101,7 +102,7 @@ def main(argv=None):
     set_seed(config.seed)
     inputs = {"model": config.model_path, **{f"train_data_{i}": p for i, p in enumerate(config.train_data)}}
     claim_work_dir(config.work_dir, run_fingerprint(config, inputs))
-    tokenizer = AutoTokenizer.from_pretrained(config.model_path)
+    tokenizer = load_tokenizer(config.model_path, config.chat_template)
     dataset, counts = select_examples(load_conversations(config.train_data), tokenizer, config)
     args = trainer_arguments(config)
     # After the arguments: a ZeRO-3 config registered by them makes DeepSpeed partition while loading.

@@ -42,7 +42,7 @@ def test_the_real_config_reads_what_the_hub_holds(hub_root, monkeypatch, capsys)
     assert "fit cold_start_sft.max_length=4096" in out and "1 x gold answer is a placeholder" in out
 
 
-def test_a_renamed_column_a_small_pool_and_a_missing_template_are_named(hub_root, monkeypatch, capsys):
+def test_a_renamed_column_a_small_pool_and_a_missing_template_are_named(hub_root, monkeypatch, capsys, tmp_path):
     table = pq.read_table(hub_root / MATH500)
     pq.write_table(table.rename_columns(["final_answer" if c == "answer" else c for c in table.column_names]),
                    hub_root / MATH500)
@@ -53,6 +53,10 @@ def test_a_renamed_column_a_small_pool_and_a_missing_template_are_named(hub_root
         pool = {"data": {"hub": {"sets": {"cold_start": [{"path": "open-r1/OpenR1-Math-220k", "name": "default",
                                                           "fields": {"messages": "messages"}, "max_rows": 5000}]}}}}
         code, out = probe(hub_root, monkeypatch, capsys, pool)
+        own = tmp_path / "chatml.jinja"  # the config's chat_template stands in for the missing one
+        own.write_text(saved)
+        _, with_own = probe(hub_root, monkeypatch, capsys, {"distill": {"students": {"qwen05b": {
+            "chat_template": str(own)}}}})
     finally:
         pq.write_table(table, hub_root / MATH500)
         template.write_text(saved)
@@ -60,7 +64,9 @@ def test_a_renamed_column_a_small_pool_and_a_missing_template_are_named(hub_root
     assert "data.hub.sets.eval_math500: HuggingFaceH4/MATH-500: 50 of the first 50 rows cannot be read (50 x no " \
            "'answer'" in out and "final_answer" in out
     assert "a pool of 5000 rows (max_rows) holds" in out and "raise max_rows to" in out
-    assert "distill.students.qwen05b.name_or_path: Qwen/Qwen2.5-0.5B has no chat template" in out
+    assert ("distill.students.qwen05b.name_or_path: Qwen/Qwen2.5-0.5B has no chat template and stage distill renders "
+            "chats: set distill.students.qwen05b.chat_template to a Jinja file or tokenizer directory") in out
+    assert "qwen05b.name_or_path: Qwen/Qwen2.5-0.5B\n" in with_own and "no chat template" not in with_own
 
 
 def test_the_probe_writes_the_commits_it_resolved_as_pins_the_run_takes(hub_root, monkeypatch, capsys, tmp_path):

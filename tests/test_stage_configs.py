@@ -27,15 +27,16 @@ from stages.rejection_sampling import RejectionConfig
 from tests.snakemake_helpers import REPO, merged, planned_job_details, snakemake, write_config
 
 TRACKING = {"report_to", "run_name", "project", "tensorboard_dir"}
-# schema node -> (the stage config behind it, the fields the rules fill instead of a config key)
+# schema node -> (the stage config behind it, the fields the rules fill instead of a config key; chat_template:
+# the pre-trained model's key)
 SECTIONS = {
     "$defs.sft_fields": (SFTStageConfig, {"model_path", "train_data", "output_dir", "work_dir", "stage", "seed",
-                                          *TRACKING}),
+                                          "chat_template", *TRACKING}),
     "$defs.grpo": (GRPOStageConfig, {"model_path", "train_data", "output_dir", "work_dir", "stage", "seed",
                                      "template", "general_data", "helpful_reward_model", "harmless_reward_model",
                                      "log_completions", *TRACKING}),
     "$defs.reward_model": (RewardModelStageConfig, {"kind", "model_path", "data", "output_dir", "work_dir", "seed",
-                                                    *TRACKING}),
+                                                    "chat_template", *TRACKING}),
     "$defs.sampling": (
         GenerateConfig, {"model_path", "prompts", "output_file", "work_file", "shard_index", "num_shards", "template",
                          "seed"}),
@@ -184,13 +185,17 @@ def stage_argv(shell: str, module: str) -> list[str]:
 
 def test_a_trl_only_knob_reaches_the_trainer_from_a_config_file(tmp_path, venv_env):
     """vllm_server_timeout has no key of its own: a config file sets it through trainer_args, and it
-    arrives in the GRPOConfig the stage builds (and not without it: TRL's default is another)."""
+    arrives in the GRPOConfig the stage builds (and not without it: TRL's default is another). The base's
+    chat_template reaches the SFT stage that starts from it (tests/test_chat_template.py: what it does there)."""
     from stages.grpo import trainer_arguments as grpo_arguments
     from stages.sft import trainer_arguments as sft_arguments
 
     tiny = yaml.safe_load((REPO / "configs" / "tiny.yaml").read_text())
+    template = tmp_path / "chatml.jinja"
+    template.write_text("{{ messages[0]['content'] }}")
     config = merged(tiny, {"reasoning_rl": {"trainer_args": {"vllm_server_timeout": 600, "warmup_steps": 3}},
-                           "cold_start_sft": {"trainer_args": {"save_total_limit": 5}}})
+                           "cold_start_sft": {"trainer_args": {"save_total_limit": 5}},
+                           "base": {"chat_template": str(template)}})
     done = snakemake(tmp_path, write_config(tmp_path, config), "-n", "-p", "reasoning_rl", "--forceall",
                      env=venv_env)
     shells = {job["rule"]: job["shell"] for job in planned_job_details(done.stdout)}
@@ -198,8 +203,9 @@ def test_a_trl_only_knob_reaches_the_trainer_from_a_config_file(tmp_path, venv_e
     args = grpo_arguments(rl, world_size=1, vllm_stop={})
     assert (args.vllm_server_timeout, args.warmup_steps) == (600, 3)
     assert args.learning_rate == tiny["reasoning_rl"]["learning_rate"]  # the stage's own keys still apply
-    sft = sft_arguments(parse_config(SFTStageConfig, stage_argv(shells["cold_start_sft"], "stages.sft")))
-    assert sft.save_total_limit == 5  # a workflow default, replaced
+    sft_config = parse_config(SFTStageConfig, stage_argv(shells["cold_start_sft"], "stages.sft"))
+    assert sft_arguments(sft_config).save_total_limit == 5  # a workflow default, replaced
+    assert sft_config.chat_template == str(template)
     plain = parse_config(GRPOStageConfig, ["--model_path", "m", "--train_data", "d", "--output_dir", str(tmp_path)])
     assert grpo_arguments(plain, world_size=1, vllm_stop={}).vllm_server_timeout != 600
 

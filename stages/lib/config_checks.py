@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 from jsonschema import Draft202012Validator
 
+from stages.lib.chat_template import chat_template_problem, missing_template_error, own_chat_template
 from stages.lib.configs import (
     GRPOStageConfig,
     RewardModelStageConfig,
@@ -214,7 +215,7 @@ def cross_field_errors(config: dict) -> list[str]:
             errors.append(f"evaluation.models names {model}, but distill.students has no "
                           f"'{student}' (has {sorted(students)})")
     return (errors + compute_errors(config) + data_errors(config) + trainer_args_errors(config)
-            + local_model_errors(config))
+            + local_model_errors(config) + chat_template_errors(config))
 
 
 LOCAL_PATH_PREFIXES = ("/", "./", "../", "~")  # a name_or_path written as a path is never a hub id
@@ -244,6 +245,37 @@ def local_model_errors(config: dict) -> list[str]:
         else:
             errors.append(f"{key}: {value} is not a directory; a local model is a directory with config.json "
                           "(a hub id is owner/name, e.g. Qwen/Qwen2.5-Math-1.5B)")
+    return errors
+
+
+def chat_stages(config: dict) -> dict[str, list[str]]:
+    """Each pre-trained model's key (base, distill.students.<name>) -> the stages that render chats with its
+    own tokenizer: those that start from it (rules/sft.smk, rules/reward_model.smk) and are planned (not
+    brought by `start_from`). Every later chat stage starts from one of their models, which carries the
+    template they trained with (stages/lib/chat_template.py)."""
+    brought_outputs = set(config.get("start_from", {}))
+    initial = {"cold_start_sft": "base", "mixture_sft": settings_at(config, "mixture_sft").get("init"),
+               "reward_model": settings_at(config, "reward_model").get("init")}
+    over_base = [stage for stage, model in initial.items() if model == "base" and not brought_outputs.issuperset(
+        STAGES[stage].output.format(kind=kind) for kind in REWARD_MODEL_KINDS)]
+    return {"base": over_base, **{f"distill.students.{name}": ["distill"]
+                                  for name in config.get("distill", {}).get("students", {})}}
+
+
+def chat_template_errors(config: dict) -> list[str]:
+    """A `chat_template` key names a usable template; a local model without one of its own, that a chat stage
+    starts from, is refused here rather than in that stage's job (a hub model: stages.hub_probe says so
+    before the first run). Snakemake parses the workflow before it knows the target, so this holds for the
+    whole recipe: an R1-Zero-only run over such a model sets the key too."""
+    errors = []
+    for model_key, stages in chat_stages(config).items():
+        spec = settings_at(config, model_key)
+        if "chat_template" in spec:
+            errors += filter(None, [chat_template_problem(f"{model_key}.chat_template", spec["chat_template"])])
+            continue
+        path = spec.get("name_or_path")
+        if stages and isinstance(path, str) and Path(path).is_dir() and own_chat_template(path) is None:
+            errors.append(missing_template_error(model_key, path, stages))
     return errors
 
 

@@ -78,6 +78,9 @@ WORKFLOW_OWNED = {
     "report_to": "the config's `tracking.report_to`",
     "run_name": "the config's `run_name` (each stage is the run <run_name>/<stage>)",
     "project": "the config's `tracking.project`",
+    # SFT renders every conversation (its length filter) before TRL would read this
+    "chat_template_path": "the pre-trained model's `chat_template` (base.chat_template, "
+                          "distill.students.<name>.chat_template)",
 }
 
 
@@ -87,6 +90,8 @@ COMMON_TRANSLATED = {"output_dir": ("work_dir",), "report_to": ("report_to", "te
                      "run_name": ("run_name",), "project": ("project",), "deepspeed": ("deepspeed",)}
 # Keys every training stage reads itself and no TRL field takes (output_dir: where it publishes the model).
 COMMON_STAGE_ONLY = frozenset({"model_path", "output_dir", "trainer_args", "attn_implementation"})
+CHAT_TEMPLATE_HELP = ("A Jinja file, or a tokenizer directory, whose chat template replaces the model's own (rules: "
+                      "the pre-trained model's `chat_template` key); the trained model is saved with it.")
 
 
 @dataclass(kw_only=True)
@@ -198,7 +203,7 @@ class SFTStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
     TRANSLATED = COMMON_TRANSLATED | {"lr_scheduler_kwargs": ("min_lr_rate", "lr_scheduler_type"),
                                       "warmup_steps": ("warmup_ratio",)}
     STAGE_ONLY = COMMON_STAGE_ONLY | {"train_data", "stage", "max_examples", "max_dropped_share",
-                                      "extend_context_to"}
+                                      "extend_context_to", "chat_template"}
 
     model_path: str = field(metadata={"help": "Initial model: the base model (paper), or any checkpoint."})
     train_data: list[str] = field(metadata={"help": "Parquet files of conversations (`messages` column)."})
@@ -206,6 +211,7 @@ class SFTStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
     work_dir: str = field(default="", metadata={"help": "Checkpoints, outside Snakemake's outputs. "
                                                         "Default: <output_dir>.work"})
     stage: str = field(default="sft", metadata={"help": "Name recorded in the manifest (cold_start_sft, ...)."})
+    chat_template: str = field(default="", metadata={"help": CHAT_TEMPLATE_HELP})
     seed: int = field(default=0)
     learning_rate: float = field(default=5e-6, metadata={"help": "Paper, Dev3: 5e-6; "
                                                                  "distillation 1e-4 (1.5B) .. 2e-5 (70B)."})
@@ -391,7 +397,7 @@ def splitting_counts(completions: int, world_size: int, accumulation: int) -> st
 class RewardModelStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
     TRL_CONFIG = "RewardConfig"
     TRANSLATED = COMMON_TRANSLATED | {"center_rewards_coefficient": ("center_rewards_coefficient",)}
-    STAGE_ONLY = COMMON_STAGE_ONLY | {"kind", "data"}
+    STAGE_ONLY = COMMON_STAGE_ONLY | {"kind", "data", "chat_template"}
     TRAINER_DEFAULTS = {"lr_scheduler_type": "cosine", "warmup_steps": 0.05}
 
     kind: str = field(metadata={"help": f"One of {REWARD_MODEL_KINDS}."})
@@ -399,6 +405,7 @@ class RewardModelStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThr
     data: str = field(metadata={"help": "Preference parquet with a `split` column (train / eval)."})
     output_dir: str = field(metadata={"help": "The reward model directory to write."})
     work_dir: str = field(default="", metadata={"help": "Checkpoints. Default: <output_dir>.work"})
+    chat_template: str = field(default="", metadata={"help": CHAT_TEMPLATE_HELP})
     seed: int = field(default=0)
     learning_rate: float = field(default=6e-6, metadata={"help": "Paper: 6e-6."})
     num_train_epochs: float = field(default=1.0, metadata={"help": "Paper: 1 epoch."})
