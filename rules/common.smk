@@ -12,6 +12,8 @@ from stages.lib.config_checks import command_line_errors, cross_field_errors, sc
 from stages.lib.configs import GRPOStageConfig, default_of
 from stages.lib.hub import pin_revisions
 from stages.lib.recipe import REWARD_MODEL_KINDS, STAGES, template_of
+from stages.lib.rewards.external import source_file
+from stages.lib.rewards.registry import is_reference
 from stages.lib.save_lead import DEFAULT_WRITE_GB_S, parameter_count, save_lead_s, step_seconds
 from stages.lib.settings import (cold_start_source, compute_settings, container_images, job_wall_hours, settings_at,
                                  uses_launcher)
@@ -132,6 +134,13 @@ def training_params(stage, exclude=()):
         return f"{flags} {stage_args(settings, exclude)}{tracking_args(name, grpo=rl)}"
 
     return {"seed": config["seed"], "launch": launcher(stage, spec.module), "args": args}
+
+
+def reward_files(stage):
+    """The files defining a GRPO stage's own rewards (`file.py:function`, `module:function`): inputs, so that
+    editing one reruns the stage."""
+    rewards = settings_at(config, STAGES[stage].settings).get("rewards", [])
+    return [path for path in (source_file(entry) for entry in rewards if is_reference(entry)) if path]
 
 
 # The shell tail of every training rule

@@ -5,6 +5,7 @@ rule r1_zero:
     input:
         model=model_path("base"),
         prompts=data_file("rl_prompts"),
+        rewards=reward_files("r1_zero"),
     output:
         directory(result("r1_zero")),
     log:
@@ -26,6 +27,7 @@ rule reasoning_rl:
     input:
         model=artifact("cold_start_sft"),
         prompts=data_file("rl_prompts"),
+        rewards=reward_files("reasoning_rl"),
     output:
         directory(result("reasoning_rl")),
     log:
@@ -51,6 +53,7 @@ rule final_rl:
         general=data_file("rl_general"),
         helpful=artifact("reward_model_helpful"),
         harmless=artifact("reward_model_harmless"),
+        rewards=reward_files("final_rl"),
     output:
         directory(result("final_rl")),
     log:

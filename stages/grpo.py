@@ -25,9 +25,10 @@ from stages.lib.configs import GRPOStageConfig
 from stages.lib.data.schema import iter_rows, read_table, tests_at
 from stages.lib.plots import plot_training_curves
 from stages.lib.rewards.code import has_tests
+from stages.lib.rewards.external import ExternalReward, source_file
 from stages.lib.rewards.functions import Accuracy, RewardSettings, build_reward_functions
 from stages.lib.rewards.grading import gold_problem
-from stages.lib.rewards.registry import MODEL_REWARDS, REWARDS, RULE_REWARDS
+from stages.lib.rewards.registry import MODEL_REWARDS, REWARDS, RULE_REWARDS, is_reference, reward_name
 from stages.lib.stop_tokens import split_stop_strings, stop_token_ids
 from stages.lib.templates import ResponseFormat, reasoning_prefill, response_format
 from stages.lib.training import (
@@ -113,8 +114,8 @@ def phased_prompts(reasoning: list[dict], general: list[dict], max_steps: int, q
 
 
 def build_rewards(config: "GRPOStageConfig", settings: RewardSettings) -> list:
-    """The rewards the config names (stages.lib.rewards.registry), in its order: rule rewards, and reward models
-    from the stage keys that name them."""
+    """The rewards the config names, in its order: rule rewards (stages.lib.rewards.registry), reward models
+    from the stage keys that name them, and the user's own functions (stages.lib.rewards.external)."""
     model_of = {name: getattr(config, REWARDS[name].model_key) for name in config.rewards if name in MODEL_REWARDS}
     missing = [name for name, path in model_of.items() if not path]
     if missing:
@@ -126,6 +127,7 @@ def build_rewards(config: "GRPOStageConfig", settings: RewardSettings) -> list:
 
         by_name.update({f.__name__: f for f in build_model_rewards(model_of, process_device(),
                                                                    settings.reasoning_prefill)})
+    by_name.update({entry: ExternalReward(entry) for entry in config.rewards if is_reference(entry)})
     return [by_name[name] for name in config.rewards]
 
 
@@ -229,6 +231,9 @@ def main(argv=None):
     refuse_data_parallel()
     set_seed(config.seed)
     inputs = {"model": config.model_path, **{f"train_data_{i}": p for i, p in enumerate(config.train_data)}}
+    # A reward of the user's own is an input: its file's sha256 goes in the manifest, and an edit starts afresh.
+    inputs.update({f"reward_{reward_name(entry)}": path for entry in config.rewards
+                   if is_reference(entry) and (path := source_file(entry))})
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     problems = config.problems(world_size)
     if problems:
@@ -295,7 +300,7 @@ def main(argv=None):
         plot_training_curves(history, scratch / "training_curves.png", title=config.stage)
         steps = [row for row in history if "reward" in row]
         window = max(1, len(steps) // 10)
-        for key in ["reward", "completions/mean_length", *[f"rewards/{n}/mean" for n in config.rewards]]:
+        for key in ["reward", "completions/mean_length", *[f"rewards/{reward_name(n)}/mean" for n in config.rewards]]:
             # A reward that applied to no prompt of a step (a reward model before its phase) logs None/NaN.
             values = [row[key] for row in steps if isinstance(row.get(key), (int, float)) and not math.isnan(row[key])]
             if values:

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from stages.lib.artifacts import METRICS, duration, read_jsonl, read_manifest, staged_output
 from stages.lib.plots import curves_png
 from stages.lib.recipe import compared_with, label_of
+from stages.lib.rewards.registry import weighted_rewards
 
 COLUMNS = ("pass_at_1", "cons_at_k", "format_rate", "mean_length")
 NOTEWORTHY_SE = 2.0  # changes at least this many paired SEs from zero are set in bold
@@ -171,7 +172,7 @@ def trained_stage_rows(dirs: list[Path]) -> tuple[list[str], list[list[str]]]:
     rows = []
     for directory in dirs:
         if built_elsewhere(directory):
-            rows.append([label_of(directory.name), "brought by start_from (no manifest)"] + ["–"] * 5)
+            rows.append([label_of(directory.name), "brought by start_from (no manifest)"] + ["–"] * 6)
             continue
         manifest = read_manifest(directory)
         history = read_jsonl(directory / METRICS) if (directory / METRICS).exists() else []
@@ -179,10 +180,12 @@ def trained_stage_rows(dirs: list[Path]) -> tuple[list[str], list[list[str]]]:
         started = label_of(Path(manifest["inputs"]["model"]["path"]).name)
         learning_rate = manifest["config"].get("learning_rate")
         runtime = manifest["metrics"].get("train_runtime_s") or manifest["wall_time_s"]
-        rows.append([label_of(manifest["stage"]), started, training_data(manifest), str(steps),
+        rewards = weighted_rewards(manifest["config"].get("rewards", []), manifest["config"].get("reward_weights", []))
+        rows.append([label_of(manifest["stage"]), started, training_data(manifest), rewards or "–", str(steps),
                      f"{learning_rate:.1e}" if learning_rate is not None else "–", duration(runtime),
                      manifest["code_version"]])
-    return ["stage", "started from", "data", "steps", "learning rate", "training time", "commit"], rows
+    return ["stage", "started from", "data", "rewards (weight)", "steps", "learning rate", "training time",
+            "commit"], rows
 
 
 def stage_curves(directory: Path) -> bytes | None:
@@ -382,9 +385,9 @@ def main(argv=None):
         markdown_parts.append(markdown(level_header, levels))
     if args.trained:
         trained_header, trained = trained_stage_rows(args.trained)
-        sections.append(("What each stage did", "Each training stage's start, data, optimizer steps, peak learning "
-                         "rate, training time (the Trainer's, without loading and saving) and the commit that ran "
-                         "it, from its manifest.",
+        sections.append(("What each stage did", "Each training stage's start, data, rewards (RL) with their "
+                         "weights, optimizer steps, peak learning rate, training time (the Trainer's, without "
+                         "loading and saving) and the commit that ran it, from its manifest.",
                          html_table(trained_header, trained)))
         markdown_parts.append(markdown(trained_header, trained))
     explanation = ("Per logging step. RL: the reward (the weighted sum of this stage's rewards, so its level differs "

@@ -1,20 +1,22 @@
 """Scores a JSONL file of completions with any rewards.
 
     python -m stages.rewards score --rewards accuracy,format --input in.jsonl --output out.jsonl
+    python -m stages.rewards score --rewards format,my_rewards.py:cites_step --input in.jsonl --output out.jsonl
 
 Each input row needs `prompt`, `completion` and `solution` (math) or `tests` (code: a list of
 {input, output} or {assert} cases); each output row is the input row plus `scores` (one value per
-reward; null where a reward does not apply). A bad row (not JSON, not an object, a missing field,
-malformed test cases) is reported on stderr with its line number and left out; the others are
-still scored, and the exit status is 1.
+reward, by its name, a reward of your own by its function's; null where a reward does not apply). A bad
+row (not JSON, not an object, a missing field, malformed test cases) is reported on stderr with its line
+number and left out; the others are still scored, and the exit status is 1.
 """
 
 import argparse
 import json
 import sys
 
+from stages.lib.rewards.external import ExternalReward, reference_problem
 from stages.lib.rewards.functions import RewardSettings, build_reward_functions
-from stages.lib.rewards.registry import RULE_REWARDS
+from stages.lib.rewards.registry import RULE_REWARDS, is_reference
 from stages.lib.templates import TEMPLATES
 
 REQUIRED_FIELDS = ("prompt", "completion")
@@ -46,8 +48,17 @@ def read_rows(path: str):
                 yield number, row, None
 
 
+def reward_functions(names: list[str], settings: RewardSettings) -> list:
+    """The registry's rule rewards and the user's own (`file.py:function`, `module:function`), in the given order."""
+    problems = [f"{name}: {problem}" for name in names if is_reference(name) and (problem := reference_problem(name))]
+    if problems:
+        raise ValueError("; ".join(problems))
+    built = iter(build_reward_functions([name for name in names if not is_reference(name)], settings))
+    return [ExternalReward(name) if is_reference(name) else next(built) for name in names]
+
+
 def score_file(input_path: str, output_path: str, names: list[str], settings: RewardSettings) -> int:
-    functions = build_reward_functions(names, settings)
+    functions = reward_functions(names, settings)
     bad = scored = 0
     with open(output_path, "w", encoding="utf-8") as out:
         for number, row, problem in read_rows(input_path):
@@ -73,7 +84,8 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     score = commands.add_parser("score", help="score a JSONL file")
-    score.add_argument("--rewards", required=True, help=f"comma-separated, from {sorted(RULE_REWARDS)}")
+    score.add_argument("--rewards", required=True, help=f"comma-separated, from {sorted(RULE_REWARDS)} or your own "
+                       "(path/to/file.py:function, module:function)")
     score.add_argument("--input", required=True)
     score.add_argument("--output", required=True)
     score.add_argument("--template", default="chat", choices=TEMPLATES)

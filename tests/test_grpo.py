@@ -1,3 +1,4 @@
+import hashlib
 import json
 import os
 
@@ -20,23 +21,32 @@ CURVE_KEYS = ("reward", "rewards/accuracy/mean", "rewards/format/mean", "complet
 
 def test_r1_zero_grpo_trains_and_writes_curves(tiny_model_dir, small_data_dir, tmp_path, capsys):
     out = tmp_path / "r1_zero"
+    own = tmp_path / "mine" / "my_rewards.py"  # a reward of the user's own, outside the checkout
+    own.parent.mkdir()
+    own.write_text("def brevity(prompts, completions, completion_ids, **kwargs):\n"
+                   "    return [1.0 - len(ids) / 12 for ids in completion_ids]\n")
     grpo.main(["--stage", "r1_zero", "--template", "r1_zero", "--model_path", str(tiny_model_dir),
                "--train_data", str(small_data_dir / "rl_prompts.parquet"), "--output_dir", str(out),
+               "--rewards", "accuracy", "format", f"{own}:brevity", "--reward_weights", "1", "1", "0.5",
                "--learning_rate", "1e-4", "--num_generations", "4", "--questions_per_step", "2",
                "--max_completion_length", "12", "--max_steps", "3", "--logging_steps", "1", "--save_steps", "2"])
     rows = [json.loads(line) for line in (out / "metrics.jsonl").open()]
     step_rows = [r for r in rows if "reward" in r]
     assert [r["step"] for r in step_rows] == [1, 2, 3]
-    for key in CURVE_KEYS:
+    for key in (*CURVE_KEYS, "rewards/brevity/mean"):
         assert key in step_rows[-1], key
     assert (out / "training_curves.png").stat().st_size > 10_000
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["stage"] == "r1_zero" and "last_reward" in manifest["metrics"]
+    assert "last_rewards/brevity/mean" in manifest["metrics"]
+    assert manifest["inputs"]["reward_brevity"] == {"path": str(own),
+                                                    "sha256": hashlib.sha256(own.read_bytes()).hexdigest()}
     progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
     assert [line.split(" (")[0] for line in progress] == ["step 1/3", "step 2/3", "step 3/3"]
     assert all(" | reward " in line and " | accuracy " in line and " ETA " in line for line in progress), progress
     card = (out / "README.md").read_text()
     assert card.startswith("# R1-Zero") and "data/templates/r1_zero.txt" in card
+    assert f"- rewards (weight): accuracy 1, format 1, {own}:brevity 0.5\n" in card
     run_card_snippet(card, tmp_path)  # the raw-text template and the stop at </answer>, as written
     model = AutoModelForCausalLM.from_pretrained(out)
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)

@@ -126,3 +126,29 @@ def test_rl_curves_plot_the_train_inference_log_prob_gap_when_trl_logs_it():
     assert [line.get_label() for line in axes["accuracy / code / format"].get_lines()] == ["accuracy", "format"]
     without = curves_figure([{k: v for k, v in row.items() if not k.startswith("sampling/")} for row in history], "x")
     assert "train-inference log-prob gap (vLLM vs trainer)" not in [axis.get_title() for axis in without.axes]
+
+
+def test_every_reward_a_stage_used_is_plotted_and_listed_with_its_weight(tmp_path):
+    """Rewards no fixed panel names (a user's own, tag_count) share a panel after the rewards' panels."""
+    from stages.lib.plots import curves_figure
+    from stages.report import trained_stage_rows
+
+    history = [{"step": step, "reward": 1.0, "rewards/accuracy/mean": 0.4, "rewards/format/mean": 0.9,
+                "rewards/brevity/mean": 0.1 * step, "rewards/brevity/std": 0.1, "rewards/tag_count/mean": 0.5,
+                "completions/mean_length": 20} for step in (1, 2, 3)]
+    titles = [axis.get_title() for axis in curves_figure(history, "R1-Zero").axes if axis.get_title()]
+    assert titles == ["reward (weighted sum of the stage's rewards)", "accuracy / code / format",
+                      "brevity / tag_count", "mean completion length (tokens)"]
+    axis = next(axis for axis in curves_figure(history, "x").axes if axis.get_title() == "brevity / tag_count")
+    assert [line.get_label() for line in axis.get_lines()] == ["brevity", "tag_count"]
+    assert list(axis.get_lines()[0].get_ydata()) == pytest.approx([0.1, 0.2, 0.3])
+
+    stage = tmp_path / "r1_zero"
+    stage.mkdir()
+    config = {"rewards": ["accuracy", "format", "/home/me/mine.py:brevity"], "reward_weights": [1.0, 1.0, 0.5],
+              "questions_per_step": 2, "num_generations": 4, "learning_rate": 1e-4}
+    (stage / "manifest.json").write_text(json.dumps({
+        "stage": "r1_zero", "inputs": {"model": {"path": "results/tiny/base"}}, "config": config,
+        "code_version": "abc1234", "wall_time_s": 60, "metrics": {}}))
+    header, rows = trained_stage_rows([stage])
+    assert dict(zip(header, rows[0]))["rewards (weight)"] == "accuracy 1, format 1, /home/me/mine.py:brevity 0.5"

@@ -10,6 +10,7 @@ import pytest
 from stages.lib.rewards.functions import RewardSettings, build_reward_functions
 from stages.lib.rewards.language import language_consistency, target_language_share
 from stages.lib.rewards.length import soft_overlong_punishment
+from stages.lib.rewards.registry import REWARDS as REWARD_NAMES
 from stages.lib.rewards.registry import RULE_REWARDS
 from stages.lib.rewards.sandbox import isolation_problem
 from stages.rewards import main as rewards_cli
@@ -151,3 +152,73 @@ def test_scoring_cli_scores_good_rows_and_reports_bad_ones_by_line(tmp_path, cap
     assert f"{source}:4: not a JSON object" in errors
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["scores"] for r in rows] == [{"accuracy": 1.0, "format": 1.0}, {"accuracy": 0.0, "format": 1.0}]
+
+
+OWN_REWARDS = '''
+def brevity(prompts, completions, **kwargs):
+    """1 for a completion of at most 20 characters, falling to 0 at 100; TRL's reward-function signature."""
+    texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+    return [min(1.0, max(0.0, (100 - len(t)) / 80)) for t in texts]
+
+
+def says_solution(prompts, completions, solution, **kwargs):
+    return [None if s is None else float(s in c) for c, s in zip(completions, solution)]
+
+
+LIMIT = 100
+'''
+
+
+def test_a_reward_of_ones_own_is_checked_when_the_dag_is_planned(tmp_path, monkeypatch):
+    """A file (relative: from where Snakemake runs) or an importable module; each problem one line naming the key."""
+    from stages.lib.config_checks import cross_field_errors, schema_errors
+    from tests.snakemake_helpers import TINY, merged
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", list(__import__("sys").path))  # a module reference puts the directory on it
+    (tmp_path / "mine.py").write_text(OWN_REWARDS)
+    (tmp_path / "broken.py").write_text("import a_package_nobody_installed\n")
+    (tmp_path / "own.py").write_text(OWN_REWARDS.replace("def brevity", "def accuracy"))
+    rewards = ["accuracy", "format", "mine.py:brevity", f"{tmp_path}/mine.py:says_solution"]
+    config = merged(TINY, {"r1_zero": {"rewards": rewards, "reward_weights": [1, 1, 0.5, 0.5]}})
+    assert not schema_errors(config) and not cross_field_errors(config)
+
+    wrong = ["mine.py:LIMIT", "mine.py:brevty", "broken.py:f", "gone.py:g", "mine:brevity", "own.py:accuracy"]
+    config = merged(TINY, {"r1_zero": {"rewards": ["accuracy", "mine.py:brevity", *wrong],
+                                       "reward_weights": [1.0] * (2 + len(wrong))}})
+    assert not schema_errors(config)
+    assert cross_field_errors(config) == [
+        "r1_zero.rewards[2]: mine.py:LIMIT: 'LIMIT' in mine.py is not a function (its type: int)",
+        "r1_zero.rewards[3]: mine.py:brevty: mine.py has no 'brevty' (it defines ['brevity', 'says_solution'])",
+        "r1_zero.rewards[4]: broken.py:f: importing broken.py failed: ModuleNotFoundError: No module named "
+        "'a_package_nobody_installed'",
+        "r1_zero.rewards[5]: gone.py:g: no file gone.py (a relative path is from the directory Snakemake runs in)",
+        "r1_zero.rewards[6]: mine:brevity logs as rewards/brevity/mean, as r1_zero.rewards[1] does: give the "
+        "function another name",
+        "r1_zero.rewards[7]: own.py:accuracy logs as rewards/accuracy/mean, as r1_zero.rewards[0] does: give the "
+        "function another name"]
+    config = merged(TINY, {"r1_zero": {"rewards": ["accuracy", "acuracy", "mine.py"]}})
+    assert schema_errors(config) == [
+        f"r1_zero.rewards[{i}]: {name!r} is not one of {sorted(REWARD_NAMES)} or a reward of your own "
+        "(path/to/file.py:function or module:function)" for i, name in [(1, "acuracy"), (2, "mine.py")]]
+
+
+def test_a_reward_of_ones_own_scores_as_trl_calls_it_and_its_answer_is_checked(tmp_path, monkeypatch, capsys):
+    from stages.lib.rewards.external import ExternalReward
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.py").write_text(OWN_REWARDS + "\ndef one_short(prompts, completions, **kwargs):\n"
+                                      "    return [1.0] * (len(completions) - 1)\n")
+    brevity = ExternalReward("mine.py:brevity")
+    assert brevity.__name__ == "brevity"  # TRL logs rewards/brevity/mean
+    conversational = [[{"role": "assistant", "content": "x" * 60}]]
+    assert brevity(prompts=["p", "p"], completions=["short", "x" * 200], completion_ids=[[1], [2]]) == [1.0, 0.0]
+    assert brevity(prompts=["p"], completions=conversational) == [0.5]
+    with pytest.raises(ValueError, match=r"mine.py:one_short returned 1 values for 2 completions: return a list"):
+        ExternalReward("mine.py:one_short")(prompts=["p", "p"], completions=["a", "b"])
+
+    source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_text(json.dumps({"prompt": "p", "completion": "<answer>42</answer>", "solution": "42"}) + "\n")
+    assert rewards_cli(["score", "--rewards", "format,mine.py:says_solution,mine.py:brevity", "--template", "r1_zero",
+                        "--input", str(source), "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["scores"] == {"format": 0.0, "says_solution": 1.0, "brevity": 1.0}

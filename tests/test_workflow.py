@@ -44,6 +44,18 @@ def test_a_cold_start_from_r1_zero_s_samples_is_two_jobs_between_r1_zero_and_dev
     assert "--train_data results/tiny/data/cold_start.parquet" in default[2]["shell"]
 
 
+def test_a_reward_of_ones_own_is_an_input_of_its_stage(tmp_path, venv_env):
+    """Its file, outside the checkout (relative: to where Snakemake runs), is an input of the GRPO rule, so an edit
+    reruns the stage; the stage gets the reference."""
+    (tmp_path / "my_rewards.py").write_text("def brevity(prompts, completions, **kwargs):\n"
+                                            "    return [1.0] * len(completions)\n")
+    override = {"r1_zero": {"rewards": ["accuracy", "format", "my_rewards.py:brevity"], "reward_weights": [1, 1, 0.5]}}
+    done = snakemake(tmp_path, write_config(tmp_path, merged(TINY, override)), "-n", "-p", "r1_zero", env=venv_env)
+    r1_zero = done.stdout.split("rule r1_zero:")[1]
+    assert r1_zero.split("input: ")[1].split("\n")[0].split(", ")[-1] == "my_rewards.py"
+    assert "--rewards accuracy format my_rewards.py:brevity --reward_weights 1 1 0.5" in r1_zero
+
+
 @pytest.mark.parametrize("override, named", [
     ({"cold_start_sft": {"learnin_rate": 1e-3}},
      ["cold_start_sft.learnin_rate: unknown key; did you mean 'learning_rate'?"]),

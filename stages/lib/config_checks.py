@@ -27,7 +27,8 @@ from stages.lib.recipe import (
     required_sections,
     stages_of_kind,
 )
-from stages.lib.rewards.registry import REWARDS
+from stages.lib.rewards.external import reference_problem
+from stages.lib.rewards.registry import REWARDS, is_reference, reward_name
 from stages.lib.settings import (
     cold_start_source,
     compute_settings,
@@ -88,10 +89,11 @@ def explain(error, root: dict) -> list[str]:
     if error.validator in ("oneOf", "anyOf"):
         allowed = sorted({value for branch in error.validator_value for value in branch.get("enum", [])}
                          | {branch["const"] for branch in error.validator_value if "const" in branch})
-        patterns = [branch["pattern"] for branch in error.validator_value if "pattern" in branch]
+        # a pattern's branch says what it stands for in its title, where it has one
+        patterns = [branch.get("title", f"a name matching {branch['pattern']}")
+                    for branch in error.validator_value if "pattern" in branch]
         if allowed:
-            return [f"{where}: {error.instance!r} is not one of {allowed}"
-                    + "".join(f" or a name matching {pattern}" for pattern in patterns)]
+            return [f"{where}: {error.instance!r} is not one of {allowed}" + "".join(f" or {p}" for p in patterns)]
     if error.validator == "required":
         names = [name for name in error.validator_value if name not in error.instance]
         return [f"{key_path([*error.absolute_path, name])}: missing (required; configs/tiny.yaml shows one)"
@@ -126,7 +128,7 @@ def load_schema(schema_path: Path = SCHEMA) -> dict:
     properties["start_from"]["propertyNames"]["enum"] = sorted(brought())
     properties["compute"]["properties"] = {key: {"$ref": "#/$defs/compute"} for key in compute_keys()}
     properties["evaluation"]["properties"]["models"]["items"]["anyOf"][0]["enum"] = list(evaluable())
-    schema["$defs"]["grpo"]["properties"]["rewards"]["items"]["enum"] = list(REWARDS)
+    schema["$defs"]["grpo"]["properties"]["rewards"]["items"]["anyOf"][0]["enum"] = list(REWARDS)
     return schema
 
 
@@ -215,7 +217,26 @@ def cross_field_errors(config: dict) -> list[str]:
             errors.append(f"evaluation.models names {model}, but distill.students has no "
                           f"'{student}' (has {sorted(students)})")
     return (errors + compute_errors(config) + data_errors(config) + trainer_args_errors(config)
-            + local_model_errors(config) + chat_template_errors(config))
+            + local_model_errors(config) + chat_template_errors(config) + reward_errors(config))
+
+
+def reward_errors(config: dict) -> list[str]:
+    """A reward of the user's own imports, names a callable, and logs under a name no other reward of its
+    section has (TRL logs rewards/<name>/mean: two of one name would mix their curves)."""
+    errors = []
+    for section in GRPO_SECTIONS:
+        first_of: dict[str, int] = {}
+        for index, entry in enumerate(config.get(section, {}).get("rewards", [])):
+            where = f"{section}.rewards[{index}]"
+            name = reward_name(entry)
+            problem = is_reference(entry) and reference_problem(entry)
+            if problem:
+                errors.append(f"{where}: {entry}: {problem}")
+            elif name in first_of:
+                errors.append(f"{where}: {entry} logs as rewards/{name}/mean, as {section}.rewards[{first_of[name]}] "
+                              "does: give the function another name")
+            first_of.setdefault(name, index)
+    return errors
 
 
 LOCAL_PATH_PREFIXES = ("/", "./", "../", "~")  # a name_or_path written as a path is never a hub id

@@ -274,8 +274,10 @@ class GRPOStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
     template: str = field(default="chat", metadata={"help": "Prompt template and response format, "
                                                             f"one of {TEMPLATES}."})
     rewards: list[str] = field(default_factory=lambda: ["accuracy", "format"],
-                               metadata={"help": f"Of {', '.join(REWARDS)} (the reward models': final RL). "
-                                                 "A row is scored by accuracy (gold answer) or code (tests)."})
+                               metadata={"help": f"Of {', '.join(REWARDS)} (the reward models': final RL), or a "
+                                                 "TRL reward function of your own: path/to/file.py:function or "
+                                                 "module:function. A row is scored by accuracy (gold answer) or "
+                                                 "code (tests)."})
     reward_weights: list[float] = field(default_factory=lambda: [1.0, 1.0],
                                         metadata={"help": "One per reward. Paper: accuracy and format equal."})
     language: str = field(default="en", metadata={"help": "Target language of the CoT for the language reward."})

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from stages.lib.recipe import description_of, stage_of, template_of
+from stages.lib.rewards.registry import weighted_rewards
 from stages.lib.templates import MATH_INSTRUCTION, response_format
 
 # A level-1 problem of the tiny config's own family (stages/lib/data/arithmetic.py): the tiny models answer it,
@@ -59,11 +60,19 @@ print(tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_token
 """
 
 
+def setting_line(key: str, config: dict) -> str:
+    """One setting of the card; the rewards each with its weight (a user's own by its reference, whose file's
+    sha256 is among the inputs)."""
+    if key == "rewards" and "reward_weights" in config:
+        return f"- rewards (weight): {weighted_rewards(config['rewards'], config['reward_weights'])}"
+    return f"- {key}: {json.dumps(config[key])}"
+
+
 def model_card(manifest: dict) -> str:
     stage, config = manifest["stage"], manifest.get("config", {})
     inputs = "\n".join(f"- {name}: `{item['path']}` (sha256 {item['sha256'][:12]})"
                        for name, item in manifest.get("inputs", {}).items())
-    settings = "\n".join(f"- {key}: {json.dumps(config[key])}" for key in SETTINGS if key in config)
+    settings = "\n".join(setting_line(key, config) for key in SETTINGS if key in config)
     metrics = "\n".join(f"- {key}: {json.dumps(value)}" for key, value in manifest.get("metrics", {}).items())
     return f"""# {paper_name(stage)}
 

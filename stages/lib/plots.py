@@ -1,6 +1,7 @@
 """Training-curve plots (PNG): the panels a reader of the paper expects from each kind of stage."""
 
 import io
+import re
 
 import matplotlib
 
@@ -19,6 +20,7 @@ RL_PANELS = (  # (title, metrics.jsonl keys plotted together)
     ("train-inference log-prob gap (vLLM vs trainer)",
      ("sampling/sampling_logp_difference/mean", "sampling/sampling_logp_difference/max")),
 )
+REWARD_MEAN = re.compile(r"rewards/(?P<name>.+)/mean")  # TRL's per-reward mean
 SUPERVISED_PANELS = (("training loss", ("loss",)), ("learning rate", ("learning_rate",)))
 PANELS_PER_ROW = 4
 
@@ -32,10 +34,23 @@ def series_label(key: str, keys: tuple[str, ...]) -> str:
     return parts[-2] if len({other.split("/")[-2] for other in keys if "/" in other}) > 1 else parts[-1]
 
 
+def rl_panels(history: list[dict]) -> tuple:
+    """The RL panels, and after the rewards' panels one for the rewards none of them names (a reward of the
+    user's own, tag_count, overlong): every reward a stage used is plotted."""
+    named = {key for _, keys in RL_PANELS for key in keys}
+    others = tuple(dict.fromkeys(key for row in history for key in row
+                                 if REWARD_MEAN.fullmatch(key) and key not in named))
+    if not others:
+        return RL_PANELS
+    after = 1 + max(i for i, (_, keys) in enumerate(RL_PANELS) if any(REWARD_MEAN.fullmatch(k) for k in keys))
+    panel = (" / ".join(REWARD_MEAN.fullmatch(key)["name"] for key in others), others)
+    return (*RL_PANELS[:after], panel, *RL_PANELS[after:])
+
+
 def curves_figure(history: list[dict], title: str):
     """One figure of a stage's curves (RL panels when it logged rewards, else loss and learning rate);
     final RL's general phase is shaded where `general_phase` turns on. None when nothing was logged."""
-    kinds = RL_PANELS if any("reward" in row for row in history) else SUPERVISED_PANELS
+    kinds = rl_panels(history) if any("reward" in row for row in history) else SUPERVISED_PANELS
     panels = [(name, keys) for name, keys in kinds if any(k in row for row in history for k in keys)]
     if not panels:
         return None
