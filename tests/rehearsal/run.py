@@ -230,10 +230,11 @@ def rehearse_15b(env: dict) -> None:
     done = snakemake(env, [CONFIG_15B, OVERLAY, strict], "rejection_sampling")
     strict_jobs = jobs_by_rule(sacct_jobs(since))
     projection = log("qwen2.5-1.5b", "rejection_projection")
+    short = next((line for line in projection.splitlines() if "would fall short" in line), "(no projection line)")
     check(done.returncode != 0 and list(strict_jobs) == ["rejection_projection"]
           and len(strict_jobs["rejection_projection"]) == 1 and "would fall short" in projection,
           f"real targets: the first shard's projection failed once ({sorted(strict_jobs)}), no other shard sampled: "
-          + next((line for line in projection.splitlines() if "would fall short" in line), "(no projection line)")[:300])
+          + short[:300])
     completions = [json.loads(line)["completion"] for path in run_dir.glob("eval/published_*/samples_*.jsonl")
                    for line in path.read_text().splitlines()]
     check(bool(completions) and all(c.startswith("<think>\n") for c in completions if c),
