@@ -89,7 +89,8 @@ def test_the_rejection_filters_and_judge_sections_are_the_rejection_stage_s_flag
     judge = set(schema_node("properties.rejection_sampling.properties.judge")["properties"])
     flags = {f.name for f in fields(RejectionConfig)}
     judge_flags = {name for name in flags if name.startswith("judge_")}
-    wired = {"stage", "shards", "general_data", "output_dir", "targets", "template", "language", "work_dir", "seed"}
+    wired = {"stage", "shards", "general_data", "output_dir", "targets", "template", "language", "work_dir", "seed",
+             "projection_file", "projected_num_shards"}  # the projection rule sets these two
     assert flags - judge_flags - wired == filters
     # judge: name_or_path is fetched into --judge_model, domains become --judge_domains
     assert {f"judge_{key}" for key in judge - {"name_or_path", "revision", "domains"}} | {
