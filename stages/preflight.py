@@ -36,7 +36,7 @@ import yaml
 from stages.lib.config_checks import REPO
 from stages.lib.recipe import STAGES
 from stages.lib.rewards.sandbox import isolation_probe, isolation_problem
-from stages.lib.settings import compute_settings, container_images, deep_update, job_wall_hours
+from stages.lib.settings import compute_settings, container_images, job_wall_hours, layered_config
 
 REFERENCE_GPU = "an H100 80GB"  # the GPU the configs' estimated_gpu_hours are stated for (gpu_speed: 1)
 # Values the shipped profile holds where each site must put its own (profiles/slurm/config.yaml, SITE lines).
@@ -403,9 +403,7 @@ def main(argv=None) -> int:
             choices = ", ".join(str(p.relative_to(REPO)) for p in sorted((REPO / "configs").glob("*.yaml"))
                                 if p.name != "schema.yaml")
             raise SystemExit(f"preflight: no config file {path} (configs: {choices})")
-    config: dict = {}
-    for path in args.configfile:  # as Snakemake layers them: later files update earlier ones
-        config = deep_update(config, yaml.safe_load(path.read_text()) or {})
+    config = layered_config(args.configfile)
     profile_file = profile_file_of(args.profile)
     profile = yaml.safe_load(profile_file.read_text())
     launch = launch_command(args.configfile, args.profile)
