@@ -16,8 +16,9 @@ from stages.lib.rewards.external import source_file
 from stages.lib.rewards.registry import is_reference
 from stages.lib.save_lead import DEFAULT_WRITE_GB_S, parameter_count, save_lead_s, step_seconds
 from stages.lib.settings import (cold_start_source, compute_settings, container_images, job_wall_hours, settings_at,
-                                 uses_launcher)
+                                 uses_launcher, without_removed_keys)
 
+without_removed_keys(config)  # a null in a layered file removes the key (`base: {build: null}`)
 CONFIG_ERRORS = schema_errors(config) or cross_field_errors(config)  # the second reads keys the first checked
 if CONFIG_ERRORS:
     COMMAND_LINE = dict(workflow.config_settings.config)  # --config

@@ -27,7 +27,7 @@ from stages.lib.config_checks import chat_stages, pretrained_models
 from stages.lib.data.schema import kind_of
 from stages.lib.data.sources import BadRow, convert, load_source
 from stages.lib.hub import LOCAL, pin_revisions, resolved_revision
-from stages.lib.settings import deep_update, settings_at
+from stages.lib.settings import layered_config, settings_at
 from stages.lib.templates import CHAT, reasoning_prefill
 
 PROBE_QUESTION = "What is 2 + 3?"
@@ -144,9 +144,7 @@ def main(argv=None) -> int:
                         help="Write the commit of every hub id probed to this file, as `hub_revisions:`: a config "
                              "file to layer last on the run's (--configfile ... PINS).")
     args = parser.parse_args(argv)
-    config: dict = {}
-    for path in args.configfile:
-        config = deep_update(config, yaml.safe_load(path.read_text()) or {})
+    config = layered_config(args.configfile)
     pin_revisions(config)
     if "hub" not in config.get("data", {}):
         raise SystemExit("hub_probe: this config builds its own data (data.tiny): nothing on the hub to probe")

@@ -45,6 +45,7 @@ from stages.lib.settings import (
     container_images,
     deep_update,
     job_wall_hours,
+    layered_config,
     settings_at,
     training_world_size,
 )
@@ -511,9 +512,7 @@ def main(argv=None) -> int:
             choices = ", ".join(str(p.relative_to(REPO)) for p in sorted((REPO / "configs").glob("*.yaml"))
                                 if p.name != "schema.yaml")
             raise SystemExit(f"preflight: no config file {path} (configs: {choices})")
-    config: dict = {}
-    for path in args.configfile:  # as Snakemake layers them: later files update earlier ones
-        config = deep_update(config, yaml.safe_load(path.read_text()) or {})
+    config = layered_config(args.configfile)
     profile_file = profile_file_of(args.profile)
     profile = yaml.safe_load(profile_file.read_text())
     launch = launch_command(args.configfile, args.profile, args.target)

@@ -262,3 +262,104 @@ def test_hub_revisions_pin_every_source_and_model_naming_their_ids(tmp_path, ven
     sources = json.loads(shlex.split(prepare.split("--sources ", 1)[1])[0])
     assert [s.get("revision") for s in sources["rl_prompts"] if s["path"] == "open-r1/OpenR1-Math-220k"] == [openr1]
     assert [s.get("revision") for s in sources["cold_start"]] == ["v1"]
+
+
+def test_trl_s_choices_are_the_installed_trl_s():
+    """loss_type (and scale_rewards, importance_sampling_level, an SFT section's lr_scheduler_type) take what the
+    installed TRL takes, read from TRL itself: TRL 1.16's newer losses pass, a typo is named with TRL's list."""
+    from stages.lib.configs import GRPOStageConfig, SFTStageConfig, default_of, trl_choice_fields, trl_choices
+
+    for config_class in (GRPOStageConfig, SFTStageConfig):  # the check takes a stage default without asking TRL
+        for name in trl_choice_fields(config_class):
+            assert default_of(config_class, name) in trl_choices(config_class, name), name
+    for loss in ("cispo", "sapo", "vespo"):
+        config = merged(load("tiny"), {"r1_zero": {"loss_type": loss, "epsilon_high": 5.0}})
+        assert not schema_errors(config) and not cross_field_errors(config), loss
+    config = merged(load("tiny"), {"cold_start_sft": {"lr_scheduler_type": "warmup_stable_decay"},
+                                   "reasoning_rl": {"scale_rewards": "none", "importance_sampling_level": "sequence"}})
+    assert not schema_errors(config) and not cross_field_errors(config)
+    config = merged(load("tiny"), {"r1_zero": {"loss_type": "cispoo", "trainer_args": {"loss_type": "cispo"}}})
+    errors = cross_field_errors(config)
+    assert any(line.startswith("r1_zero.loss_type: 'cispoo' is not one of the installed TRL's ['")
+               and "'cispo'" in line and line.endswith("did you mean 'cispo'?") for line in errors), errors
+    assert "r1_zero.trainer_args.loss_type: the stage has its own key for it: set r1_zero.loss_type instead" in errors
+
+
+def test_cispo_reaches_trl(tmp_path):
+    """A config's `loss_type: cispo` passes the checks and, as the rule's flags, becomes TRL's GRPOConfig."""
+    from stages.grpo import trainer_arguments
+    from stages.lib.cli import parse_config
+    from stages.lib.configs import GRPOStageConfig
+
+    section = {"loss_type": "cispo", "epsilon_high": 5.0, "questions_per_step": 2, "num_generations": 2}
+    config = merged(load("tiny"), {"r1_zero": section})
+    assert not schema_errors(config) and not cross_field_errors(config)
+    flags = [word for key, value in section.items() for word in (f"--{key}", str(value))]
+    stage = parse_config(GRPOStageConfig, ["--model_path", "m", "--train_data", "d", "--output_dir", str(tmp_path),
+                                           *flags])
+    args = trainer_arguments(stage, world_size=1, vllm_stop={})
+    assert (args.loss_type, args.epsilon_high) == ("cispo", 5.0)
+
+
+def test_trainer_args_values_are_checked_by_building_trl_s_config():
+    """A trainer_args value TRL refuses is named with the key and TRL's reason, in one line, before any job."""
+    def errors(section: str, trainer_args: dict) -> list[str]:
+        return cross_field_errors(merged(load("tiny"), {section: {"trainer_args": trainer_args}}))
+
+    assert errors("r1_zero", {"top_k": "twenty"}) == [
+        "r1_zero.trainer_args.top_k: 'twenty' is not int (TRL's GRPOConfig.top_k)"]
+    (line,) = errors("r1_zero", {"lr_scheduler_type": "cosin", "max_grad_norm": 0.5})
+    assert line.startswith("r1_zero.trainer_args.lr_scheduler_type: TRL's GRPOConfig refuses it: cosin is not a "
+                           "valid SchedulerType, please select one of ['linear'"), line
+    assert cross_field_errors(merged(load("tiny"), {"reward_model": {"helpful": {"trainer_args": {
+        "save_strategy": "sometimes"}}}})) == ["reward_model.helpful.trainer_args.save_strategy: TRL's RewardConfig "
+                                               "refuses it: sometimes is not a valid SaveStrategy, please select one "
+                                               "of ['no', 'steps', 'epoch', 'best']"]
+    assert errors("r1_zero", {"vllm_importance_sampling_clip_min": 2.0, "vllm_importance_sampling_clip_max": 1.0}) \
+        == ["r1_zero.trainer_args: TRL's GRPOConfig refuses them together: vllm_importance_sampling_clip_min (2.0) "
+            "must be less than vllm_importance_sampling_clip_max (1.0)."]
+    assert errors("r1_zero", {"top_k": 20, "max_grad_norm": 0.5, "top_entropy_quantile": 0.2, "tf32": True}) == []
+
+
+def test_what_would_fail_in_the_job_is_refused_when_planned():
+    """vLLM on a stage without GPUs, a tracker whose package is missing, a clip range upside down: one line each,
+    with the fix, before any job (they used to fail in the job)."""
+    import importlib.util
+
+    config = merged(load("tiny"), {"r1_zero": {"use_vllm": True, "epsilon_high": 0.1},
+                                   "tracking": {"report_to": ["tensorboard", "wandb", "trackio"]}})
+    assert not importlib.util.find_spec("wandb") and not importlib.util.find_spec("trackio")  # in no lock
+    assert not schema_errors(config)
+    assert cross_field_errors(config) == [
+        "r1_zero.epsilon_high = 0.1 is below r1_zero.epsilon = 0.2: the upper clip range is at least the lower one "
+        "(DAPO: 0.28 over 0.2); 0 makes it the same",
+        "r1_zero.use_vllm: vLLM generates on GPUs, and compute.r1_zero gives the stage none: set compute.r1_zero.gpu, "
+        "or use_vllm: false",
+        "tracking.report_to: wandb needs the wandb package, which this environment lacks (the jobs would fail): use "
+        "tensorboard, or add wandb to the locks (containers/lock.py says how)",
+        "tracking.report_to: trackio needs the trackio package, which this environment lacks (the jobs would fail): "
+        "use tensorboard, or add trackio to the locks (containers/lock.py says how)"]
+    config = merged(load("tiny"), {"r1_zero": {"use_vllm": True, "epsilon_high": 0.28},
+                                   "compute": {"r1_zero": {"gpu": 1}}, "tracking": {"report_to": ["tensorboard"]}})
+    assert not cross_field_errors(config)
+
+
+def test_a_layered_null_removes_a_key_and_a_one_of_says_choose_one(tmp_path):
+    """`base: {build: null, name_or_path: ...}` in a file layered on tiny.yaml switches the base to a model of
+    one's own; without the null the check says to choose one, in one line. A null in trainer_args is TRL's."""
+    from stages.lib.settings import layered_config
+
+    model = tmp_path / "my-model"
+    model.mkdir()
+    overlay = tmp_path / "mine.yaml"
+    overlay.write_text(yaml.safe_dump({"base": {"build": None, "name_or_path": str(model)},
+                                       "r1_zero": {"trainer_args": {"generation_batch_size": None}}}))
+    config = layered_config([REPO / "configs" / "tiny.yaml", overlay])
+    assert config["base"] == {"name_or_path": str(model)}
+    assert config["r1_zero"]["trainer_args"] == {"generation_batch_size": None}
+    assert not schema_errors(config)
+    both = merged(load("tiny"), {"base": {"name_or_path": str(model)}})
+    assert schema_errors(both) == ["base: sets build and name_or_path: choose one (a file layered on another removes "
+                                   "a key with null: base: {build: null})"]
+    del both["base"]["build"], both["base"]["name_or_path"]
+    assert schema_errors(both) == ["base: set one of build, name_or_path"]

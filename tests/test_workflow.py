@@ -74,7 +74,10 @@ def test_a_reward_of_ones_own_is_an_input_of_its_stage(tmp_path, venv_env):
     ({"cold_start_data": {"source": "teacher"}}, ["cold_start_data.source: 'teacher' is not one of ['dataset', "]),
     ({"cold_start_data": {"targets": {"general": 5}}}, ["cold_start_data.targets.general: the cold start is"]),
     ({"base": {"build": TINY["base"]["build"], "name_or_path": "Qwen/Qwen2.5-Math-1.5B"}},
-     ["is valid under each of", "base"]),
+     ["base: sets build and name_or_path: choose one (", "base: {build: null}"]),
+    # a null removes the key before the checks: the base is now the named model, which must be there
+    ({"base": {"build": None, "name_or_path": "/models/none"}},
+     ["base.name_or_path: /models/none is not a directory"]),
 ])
 def test_a_bad_config_fails_before_any_job_and_names_the_key(tmp_path, venv_env, override, named):
     config = write_config(tmp_path, merged(TINY, override))

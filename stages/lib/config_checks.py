@@ -3,7 +3,15 @@ reported one short line per problem with the key's path and the fix, then the ru
 state (they relate two keys). Each message names the keys."""
 
 import difflib
+import importlib
+import importlib.util
+import json
+import os
 import re
+import types
+import typing
+import warnings
+from dataclasses import MISSING, fields
 from pathlib import Path
 
 import yaml
@@ -11,10 +19,14 @@ from jsonschema import Draft202012Validator
 
 from stages.lib.chat_template import chat_template_problem, missing_template_error, own_chat_template
 from stages.lib.configs import (
+    TRACKERS,
     GRPOStageConfig,
     RewardModelStageConfig,
     SFTStageConfig,
+    default_of,
     trainer_arg_problems,
+    trl_choice_fields,
+    trl_choices,
     trl_field_names,
 )
 from stages.lib.recipe import (
@@ -38,6 +50,8 @@ from stages.lib.settings import (
 
 GRPO_SECTIONS = stages_of_kind("grpo")
 TRAINER_CONFIGS = {"grpo": GRPOStageConfig, "sft": SFTStageConfig, "reward_model": RewardModelStageConfig}
+TRAINER_MODULES = {TRAINER_CONFIGS[stage.kind]: stage.module  # whose trainer_arguments builds TRL's config
+                   for stage in STAGES.values() if stage.kind in TRAINER_CONFIGS}
 # Data sets the main line reads, beyond the evaluation sets.
 TRAINING_SETS = ("rl_prompts", "cold_start", "general", "rl_general", "preferences_helpful", "preferences_harmless")
 REPO = Path(__file__).resolve().parents[2]
@@ -94,11 +108,24 @@ def explain(error, root: dict) -> list[str]:
                     for branch in error.validator_value if "pattern" in branch]
         if allowed:
             return [f"{where}: {error.instance!r} is not one of {allowed}" + "".join(f" or {p}" for p in patterns)]
+        if isinstance(error.instance, dict) and all(set(branch) == {"required"} for branch in error.validator_value):
+            keys = [key for branch in error.validator_value for key in branch["required"]]
+            return [choose_one(where, error.absolute_path, keys, error.instance, only_one=error.validator == "oneOf")]
     if error.validator == "required":
         names = [name for name in error.validator_value if name not in error.instance]
         return [f"{key_path([*error.absolute_path, name])}: missing (required; configs/tiny.yaml shows one)"
                 for name in names]
     return [f"{where}: {error.message}"]
+
+
+def choose_one(where: str, path, keys: list[str], instance: dict, only_one: bool) -> str:
+    """A section that must set one of some keys (`build` or `name_or_path`) sets none, or several of them."""
+    given = [key for key in keys if key in instance]
+    if not given or not only_one:
+        return f"{where}: set one of {', '.join(keys)}"
+    removal = key_path([*path, given[0]]).rsplit(".", 1)
+    return (f"{where}: sets {' and '.join(given)}: choose one (a file layered on another removes a key with null: "
+            f"{removal[0]}: {{{removal[-1]}: null}})")
 
 
 # Keys renamed so that each stage has one name (config section, rule, output folder, start_from key): a
@@ -128,6 +155,7 @@ def load_schema(schema_path: Path = SCHEMA) -> dict:
     properties["start_from"]["propertyNames"]["enum"] = sorted(brought())
     properties["compute"]["properties"] = {key: {"$ref": "#/$defs/compute"} for key in compute_keys()}
     properties["evaluation"]["properties"]["models"]["items"]["anyOf"][0]["enum"] = list(evaluable())
+    properties["tracking"]["properties"]["report_to"]["items"]["enum"] = list(TRACKERS)
     schema["$defs"]["grpo"]["properties"]["rewards"]["items"]["anyOf"][0]["enum"] = list(REWARDS)
     return schema
 
@@ -196,11 +224,15 @@ def cross_field_errors(config: dict) -> list[str]:
     if "general" in settings_at(config, "cold_start_data").get("targets", {}):
         errors.append("cold_start_data.targets.general: the cold start is R1-Zero's reasoning samples only; "
                       "remove the key (general rows come with rejection_sampling.targets)")
-    batch_keys = ("rewards", "reward_weights", "questions_per_step", "num_generations", "gradient_accumulation_steps")
+    checked_keys = ("rewards", "reward_weights", "questions_per_step", "num_generations",
+                    "gradient_accumulation_steps", "epsilon", "epsilon_high")
     for section in GRPO_SECTIONS:
         grpo = GRPOStageConfig(model_path="", train_data=[], output_dir="",
-                               **{key: value for key, value in config.get(section, {}).items() if key in batch_keys})
+                               **{key: value for key, value in config.get(section, {}).items() if key in checked_keys})
         errors += grpo.problems(training_world_size(config, section), prefix=f"{section}.")
+        if config.get(section, {}).get("use_vllm") and not compute_settings(config, section).get("gpu"):
+            errors.append(f"{section}.use_vllm: vLLM generates on GPUs, and compute.{section} gives the stage none: "
+                          f"set compute.{section}.gpu, or use_vllm: false")
     students = config.get("distill", {}).get("students", {})
     if "sft" in config.get("base", {}):
         errors.append("base.sft: per-model SFT settings are for distillation students only")
@@ -216,8 +248,9 @@ def cross_field_errors(config: dict) -> list[str]:
         if student is not None and student not in students:
             errors.append(f"evaluation.models names {model}, but distill.students has no "
                           f"'{student}' (has {sorted(students)})")
-    return (errors + compute_errors(config) + data_errors(config) + trainer_args_errors(config)
-            + local_model_errors(config) + chat_template_errors(config) + reward_errors(config))
+    return (errors + compute_errors(config) + data_errors(config) + trl_choice_errors(config)
+            + trainer_args_errors(config) + tracker_errors(config) + local_model_errors(config)
+            + chat_template_errors(config) + reward_errors(config))
 
 
 def reward_errors(config: dict) -> list[str]:
@@ -237,6 +270,14 @@ def reward_errors(config: dict) -> list[str]:
                               "does: give the function another name")
             first_of.setdefault(name, index)
     return errors
+
+
+def tracker_errors(config: dict) -> list[str]:
+    """A tracker is one the environment can import: transformers' callback fails the job without its package."""
+    return [f"tracking.report_to: {name} needs the {TRACKERS[name]} package, which this environment lacks (the jobs "
+            f"would fail): use tensorboard, or add {TRACKERS[name]} to the locks (containers/lock.py says how)"
+            for name in config.get("tracking", {}).get("report_to", [])
+            if importlib.util.find_spec(TRACKERS[name]) is None]
 
 
 LOCAL_PATH_PREFIXES = ("/", "./", "../", "~")  # a name_or_path written as a path is never a hub id
@@ -328,11 +369,103 @@ def training_sections(config: dict) -> list[tuple[str, dict, type]]:
     return sections
 
 
+def trl_choice_errors(config: dict) -> list[str]:
+    """A key whose values are TRL's choices (`loss_type`, ...) holds one the installed TRL accepts. The stage's
+    default needs no look (a test holds it among TRL's), so TRL is imported only for another value (it takes
+    seconds)."""
+    errors = []
+    for where, section, config_class in training_sections(config):
+        for name in trl_choice_fields(config_class):
+            value = section.get(name, default_of(config_class, name))
+            if value != default_of(config_class, name) and value not in (choices := trl_choices(config_class, name)):
+                close = difflib.get_close_matches(str(value), choices, n=1)
+                errors.append(f"{where}.{name}: {value!r} is not one of the installed TRL's {choices}"
+                              + (f"; did you mean '{close[0]}'?" if close else ""))
+    return errors
+
+
 def trainer_args_errors(config: dict) -> list[str]:
-    """`trainer_args` names only fields of the stage's TRL config that nothing else sets. TRL is
-    imported only when some section has trainer_args (it takes seconds)."""
+    """`trainer_args` names only fields of the stage's TRL config that nothing else sets, and TRL takes their
+    values. TRL is imported only when some section has trainer_args (it takes seconds)."""
     errors = []
     for where, section, config_class in training_sections(config):
         if section.get("trainer_args"):
-            errors += trainer_arg_problems(config_class, section["trainer_args"], trl_field_names(config_class), where)
+            trl_fields = trl_field_names(config_class)
+            problems = trainer_arg_problems(config_class, section["trainer_args"], trl_fields, where)
+            errors += problems or trainer_arg_value_problems(where, section, config_class,
+                                                             training_world_size(config, where.split(".")[0]))
     return errors
+
+
+# TRL config fields whose check needs the job's devices (tf32 asks for an Ampere GPU): typed here, judged there.
+JOB_DEVICE_FIELDS = ("bf16", "fp16", "tf32")
+
+
+def trainer_arg_value_problems(where: str, section: dict, config_class, world_size: int) -> list[str]:
+    """One line per `trainer_args` value TRL refuses: a value not of its field's type (`top_k: twenty`), then
+    what TRL's own checks refuse when the stage's TRL config is built from the section as the stage builds it
+    (its module's `trainer_arguments`, here on the planning machine). A refusal no one key causes alone names
+    the section's trainer_args."""
+    import trl
+
+    trl_class = getattr(trl, config_class.TRL_CONFIG)
+    hints = typing.get_type_hints(trl_class)
+    trainer_args = section["trainer_args"]
+    problems = [f"{where}.trainer_args.{key}: {value!r} is not {type_name(hints[key])} (TRL's "
+                f"{config_class.TRL_CONFIG}.{key})"
+                for key, value in trainer_args.items() if not fits(value, hints[key])]
+    if problems:
+        return problems
+    built = {key: value for key, value in trainer_args.items() if key not in JOB_DEVICE_FIELDS}
+    refusal = trl_refusal(config_class, section, built, world_size)
+    if refusal is None:
+        return []
+    alone = {key: trl_refusal(config_class, section, {key: value}, world_size) for key, value in built.items()}
+    return ([f"{where}.trainer_args.{key}: TRL's {config_class.TRL_CONFIG} refuses it: {reason}"
+             for key, reason in alone.items() if reason]
+            or [f"{where}.trainer_args: TRL's {config_class.TRL_CONFIG} refuses them together: {refusal}"])
+
+
+def trl_refusal(config_class, section: dict, trainer_args: dict, world_size: int) -> str | None:
+    """The first line of TRL's error when the stage builds its TRL config from the section with these
+    trainer_args; None when TRL takes it. DeepSpeed is the job's (its package may be the GPU image's only);
+    the environment is left as it was (TRL's config sets variables for the process it runs in)."""
+    own = {f.name for f in fields(config_class)}
+    placeholders = {f.name: [] if typing.get_origin(f.type) is list else "plan" for f in fields(config_class)
+                    if f.default is MISSING and f.default_factory is MISSING} | {"kind": REWARD_MODEL_KINDS[0]}
+    keys = {key: value for key, value in section.items() if key in own and key != "trainer_args"}
+    stage_config = config_class(**{key: value for key, value in placeholders.items() if key in own}, **keys,
+                                deepspeed="", trainer_args=json.dumps(trainer_args))
+    module = importlib.import_module(TRAINER_MODULES[config_class])
+    extra = {"world_size": world_size, "vllm_stop": {}} if isinstance(stage_config, GRPOStageConfig) else {}
+    environment = dict(os.environ)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            module.trainer_arguments(stage_config, **extra)
+    except Exception as error:  # whatever TRL raises is its reason, told in one line
+        return (str(error).strip().splitlines() or [type(error).__name__])[0]
+    finally:
+        os.environ.clear()
+        os.environ.update(environment)
+    return None
+
+
+def fits(value, hint) -> bool:
+    """Whether a YAML value is of a TRL field's type (int, float, str, bool, None, lists, dicts, unions of them);
+    any other type TRL's own checks judge."""
+    origin, arguments = typing.get_origin(hint) or hint, typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(fits(value, argument) for argument in arguments)
+    if origin is typing.Literal:
+        return value in arguments
+    checks = {type(None): lambda v: v is None, bool: lambda v: isinstance(v, bool),
+              int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+              float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+              str: lambda v: isinstance(v, str), list: lambda v: isinstance(v, list),
+              dict: lambda v: isinstance(v, dict)}
+    return checks[origin](value) if origin in checks else True
+
+
+def type_name(hint) -> str:
+    return str(hint).replace("typing.", "") if typing.get_args(hint) else getattr(hint, "__name__", str(hint))

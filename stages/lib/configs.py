@@ -11,14 +11,17 @@ has checked each name against TRL's class (before any job runs, and again in the
 import difflib
 import json
 import os
+import re
+import typing
 from dataclasses import MISSING, dataclass, field, fields
+from enum import Enum
 from typing import ClassVar
 
 from stages.lib.recipe import REWARD_MODEL_KINDS
 from stages.lib.rewards.registry import REWARDS
 from stages.lib.templates import TEMPLATES
 
-TRACKERS = ("tensorboard", "wandb", "trackio")
+TRACKERS = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio"}  # report_to name -> its package
 
 
 @dataclass(kw_only=True)
@@ -106,6 +109,7 @@ class TrainerPassThrough:
     TRANSLATED: ClassVar[dict[str, tuple[str, ...]]]  # TRL field -> the stage's keys it is computed from
     STAGE_ONLY: ClassVar[frozenset[str]]
     TRAINER_DEFAULTS: ClassVar[dict] = {}  # trainer_args may still set these
+    TRL_CHOICES: ClassVar[tuple[str, ...]] = ()  # fields whose values TRL lists (trl_choices)
 
     trainer_args: str = field(default="{}", metadata={
         "help": "JSON object of further TRL config fields, passed to the trainer as given "
@@ -191,6 +195,27 @@ def trainer_arg_problems(config_class, overrides: dict, trl_fields: set[str], se
     return problems
 
 
+def trl_choice_fields(config_class) -> tuple[str, ...]:
+    """The stage keys whose values are TRL's choices, not the stage's (a loss type TRL adds is one key away):
+    checked against the installed TRL before any job runs (`trl_choices`), never against a copied list."""
+    return config_class.TRL_CHOICES
+
+
+def trl_choices(config_class, name: str) -> list[str]:
+    """What the installed TRL accepts for a field of the stage's TRL config class: the values of the field's
+    enum (transformers' SchedulerType), else the values TRL's docstring lists for it (`"dapo"`, `"cispo"`, ...),
+    the list its trainer dispatches on (GRPOConfig validates none of them). Imports TRL."""
+    import trl
+
+    trl_class = getattr(trl, config_class.TRL_CONFIG)
+    kinds = typing.get_args(typing.get_type_hints(trl_class)[name]) or (typing.get_type_hints(trl_class)[name],)
+    enum = next((kind for kind in kinds if isinstance(kind, type) and issubclass(kind, Enum)), None)
+    if enum is not None:
+        return [member.value for member in enum]
+    entry = re.search(rf"^( +){name} \(.*?(?=^\1\S|\Z)", trl_class.__doc__, re.S | re.M)
+    return list(dict.fromkeys(re.findall(r'`"([^"`]+)"`', entry.group(0)))) if entry else []
+
+
 def default_of(config_class, name: str):
     """A field's default, for code that reads a config section's absent key (the config checks)."""
     spec = next(f for f in fields(config_class) if f.name == name)
@@ -204,6 +229,7 @@ class SFTStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
                                       "warmup_steps": ("warmup_ratio",)}
     STAGE_ONLY = COMMON_STAGE_ONLY | {"train_data", "stage", "max_examples", "max_dropped_share",
                                       "extend_context_to", "chat_template"}
+    TRL_CHOICES = ("lr_scheduler_type",)
 
     model_path: str = field(metadata={"help": "Initial model: the base model (paper), or any checkpoint."})
     train_data: list[str] = field(metadata={"help": "Parquet files of conversations (`messages` column)."})
@@ -232,7 +258,8 @@ class SFTStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
                 "Qwen2.5-Math students (4,096 -> 131,072, rope_theta kept). 0: the model's own."})
     packing: bool = field(default=False, metadata={"help": "Pack examples (bfd, padding-free): fewer padding "
                                                            "tokens on long-tailed data (bench/sft_tokens.py)."})
-    lr_scheduler_type: str = field(default="cosine_with_min_lr")
+    lr_scheduler_type: str = field(default="cosine_with_min_lr", metadata={
+        "help": "Any scheduler of the installed transformers (its SchedulerType)."})
     min_lr_rate: float = field(default=0.1, metadata={"help": "Cosine decay to this fraction of the peak "
                                                               "(paper: 1/10)."})
     warmup_ratio: float = field(default=0.03, metadata={"help": "Share of the steps spent warming up, in [0, 1)."})
@@ -262,6 +289,7 @@ class GRPOStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
         "helpful_reward_model", "harmless_reward_model", "general_phase_fraction", "general_share",
         "steps_per_rollout"}
     TRAINER_DEFAULTS = {"lr_scheduler_type": "constant", "warmup_steps": 0}  # the paper's constant rate
+    TRL_CHOICES = ("loss_type", "scale_rewards", "importance_sampling_level")
 
     model_path: str = field(metadata={"help": "Policy to start from: the base model (R1-Zero) or Dev1 "
                                               "(reasoning RL)."})
@@ -291,7 +319,8 @@ class GRPOStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
                                                                "(0: same as epsilon)."})
     importance_sampling_level: str = field(default="token", metadata={"help": "token, or sequence "
                                                                               "(GSPO / the paper's form)."})
-    loss_type: str = field(default="grpo", metadata={"help": "grpo (paper), dr_grpo, dapo, bnpo."})
+    loss_type: str = field(default="grpo", metadata={"help": "grpo (paper), or any loss type of the installed TRL's "
+                                                             "GRPOConfig: dr_grpo, dapo, cispo, ..."})
     scale_rewards: str = field(default="group", metadata={"help": "group (paper), batch, or none (Dr. GRPO)."})
     num_generations: int = field(default=16, metadata={"help": "G, outputs per question (paper: 16)."})
     questions_per_step: int = field(default=32, metadata={"help": "Questions per optimizer step "
@@ -350,8 +379,9 @@ class GRPOStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
             raise ValueError(f"template must be one of {TEMPLATES}, got {self.template!r}")
 
     def problems(self, world_size: int | None = None, prefix: str = "") -> list[str]:
-        """What the stage cannot run with: a weight per reward and, given the training processes, a step's
-        completions that split evenly into micro-batches. `prefix` names the config section (the checks)."""
+        """What the stage cannot run with: a weight per reward, a clip range whose upper side is not below its
+        lower one and, given the training processes, a step's completions that split evenly into micro-batches.
+        `prefix` names the config section (the checks)."""
         problems = []
         if len(self.reward_weights) != len(self.rewards):
             problems.append(f"{prefix}reward_weights has {len(self.reward_weights)} value(s) but {prefix}rewards "
@@ -365,6 +395,10 @@ class GRPOStageConfig(AcceleratorOptions, TrackingOptions, TrainerPassThrough):
                             + splitting_counts(completions, world_size, self.gradient_accumulation_steps))
         if self.steps_per_rollout < 1:
             problems.append(f"{prefix}steps_per_rollout must be 1 or more, not {self.steps_per_rollout}")
+        if 0 < self.epsilon_high < self.epsilon:
+            problems.append(f"{prefix}epsilon_high = {self.epsilon_high:g} is below {prefix}epsilon = "
+                            f"{self.epsilon:g}: the upper clip range is at least the lower one (DAPO: 0.28 over 0.2); "
+                            "0 makes it the same")
         return problems
 
     def per_device_batch_size(self, world_size: int) -> int:

@@ -2,6 +2,9 @@
 container images, where the cold start comes from. The workflow's rules, the config checks and preflight read
 the config through these."""
 
+from pathlib import Path
+
+import yaml
 
 CPU_KEYS = ("cpus_per_task", "cpus_per_gpu")  # sbatch takes one or the other, never both
 
@@ -66,3 +69,28 @@ def deep_update(base: dict, override: dict) -> dict:
         merged[key] = deep_update(merged[key], value) \
             if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
     return merged
+
+
+# Mappings whose nulls are values, not removals: trainer_args go to TRL as given (TRL's None is a setting).
+NULL_IS_A_VALUE = ("trainer_args",)
+
+
+def without_removed_keys(config: dict) -> dict:
+    """The config, in place, less every key set to null: layered files merge key by key, so a null is how a
+    later file removes what an earlier one set (`base: {build: null, name_or_path: ...}` switches the base
+    from a tiny model built here to a real one). The workflow applies it before its checks, and so do the
+    tools that read the config files themselves (layered_config)."""
+    for key, value in list(config.items()):
+        if value is None:
+            del config[key]
+        elif isinstance(value, dict) and key not in NULL_IS_A_VALUE:
+            without_removed_keys(value)
+    return config
+
+
+def layered_config(paths) -> dict:
+    """Config files as `snakemake --configfile A B` reads them: later files update earlier ones, nulls remove."""
+    config: dict = {}
+    for path in paths:
+        config = deep_update(config, yaml.safe_load(Path(path).read_text()) or {})
+    return without_removed_keys(config)
