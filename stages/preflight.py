@@ -43,7 +43,6 @@ from stages.lib.rewards.sandbox import isolation_probe, isolation_problem
 from stages.lib.settings import (
     compute_settings,
     container_images,
-    deep_update,
     job_wall_hours,
     layered_config,
     settings_at,
