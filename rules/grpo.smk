@@ -4,7 +4,7 @@
 rule r1_zero:
     input:
         model=model_path("base"),
-        prompts=data_file("rl_prompts"),
+        prompts=data_input("rl_prompts", "r1_zero"),
     output:
         directory(result("r1_zero")),
     log:
@@ -25,7 +25,7 @@ rule r1_zero:
 rule reasoning_rl:
     input:
         model=artifact("cold_start_sft"),
-        prompts=data_file("rl_prompts"),
+        prompts=data_input("rl_prompts", "reasoning_rl"),
     output:
         directory(result("reasoning_rl")),
     log:
@@ -47,8 +47,8 @@ rule final_rl:
     # R1: GRPO from Dev3; rule rewards on reasoning prompts, reward models on general prompts (last phase).
     input:
         model=artifact("mixture_sft"),
-        prompts=data_file("rl_prompts"),
-        general=data_file("rl_general"),
+        prompts=data_input("rl_prompts", "final_rl"),
+        general=data_input("rl_general", "final_rl"),
         helpful=artifact("reward_model_helpful"),
         harmless=artifact("reward_model_harmless"),
     output:
