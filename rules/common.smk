@@ -10,6 +10,7 @@ from snakemake_interface_executor_plugins.settings import DeploymentMethod
 from stages.lib.artifacts import MIXTURE, code_version
 from stages.lib.config_checks import command_line_errors, cross_field_errors, schema_errors
 from stages.lib.data.schema import FILES as TINY_DATA_FILES
+from stages.lib.data.sources import local_files, local_path
 from stages.lib.configs import GRPOStageConfig, default_of
 from stages.lib.hub import pin_revisions
 from stages.lib.recipe import REWARD_MODEL_KINDS, STAGES, template_of
@@ -106,10 +107,22 @@ def data_input(name, rule):
         stem = name.format(**wildcards)
         if stem not in PREPARED_SETS and stem not in GENERATED_SETS:
             generated = f"; the tiny data generates {', '.join(GENERATED_SETS)}" if GENERATED_SETS else ""
-            raise ValueError(f"data.hub.sets has no '{stem}' (rule {rule} reads it): give its sources there{generated}")
+            raise ValueError(f"data.hub.sets has no '{stem}' (rule {rule} reads it); give its sources there{generated}")
         return data_file(stem)
 
     return path
+
+
+EVAL_SETS = [name for name in GENERATED_SETS + PREPARED_SETS if name.startswith("eval_")]
+
+
+def prepare_data_input(wildcards):
+    """A set's local source files (editing one reruns the set and every job that reads it; a directory: its
+    files) and, for a training set, every evaluation set of the run, whose prompts it must not share."""
+    local = [local_path(source["path"]) for source in config["data"]["hub"]["sets"][wildcards.set]]
+    files = [str(file) for path in local if path is not None for file in local_files(path)]
+    evaluation = [] if wildcards.set.startswith("eval_") else [data_file(name) for name in EVAL_SETS]
+    return {"sources": files, "eval_sets": evaluation}
 
 
 def stage_args(section, exclude=()):

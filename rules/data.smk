@@ -2,7 +2,6 @@
 # (Hugging Face data sets, downloaded once on the login node, or local files), one job per set, in place of
 # the generated ones where both are configured. data_file (rules/common.smk) says where each set is.
 from stages.data.prepare import rejects_file
-from stages.lib.data.sources import local_files, local_path
 
 
 if GENERATED_SETS:
@@ -27,18 +26,6 @@ if GENERATED_SETS:
         shell:
             "python -m stages.data.tiny --output_dir {params.out} --seed {params.seed} {params.args} {params.sets}"
             " > {log} 2>&1"
-
-
-EVAL_SETS = [name for name in GENERATED_SETS + PREPARED_SETS if name.startswith("eval_")]
-
-
-def prepare_data_input(wildcards):
-    """A set's local source files (editing one reruns the set and every job that reads it; a directory: its
-    files) and, for a training set, every evaluation set of the run, whose prompts it must not share."""
-    sources = config["data"]["hub"]["sets"][wildcards.set]
-    files = [str(file) for source in sources if local_path(source["path"]) for file in local_files(local_path(source["path"]))]
-    evaluation = [] if wildcards.set.startswith("eval_") else [data_file(name) for name in EVAL_SETS]
-    return {"sources": files, "eval_sets": evaluation}
 
 
 if PREPARED_SETS:

@@ -51,7 +51,8 @@ def test_every_real_config_plans_the_whole_dag(plans, name):
     config = load(name)
     jobs, details = plans[name]
     students, published = len(config["distill"]["students"]), len(config["evaluation"].get("published", {}))
-    assert jobs["prepare_data"] == len(config["data"]["hub"]["sets"]) and "tiny_data" not in jobs and "base" not in jobs
+    assert jobs["prepare_data"] == len(config["data"]["hub"]["sets"])  # a job per set
+    assert "tiny_data" not in jobs and "base" not in jobs
     assert jobs["fetch_model"] == 1 + students + published  # the base, every student and published model, once
     assert jobs["generate"] == config["rejection_sampling"]["num_shards"]
     assert jobs["evaluate"] == len(config["evaluation"]["models"]) + published

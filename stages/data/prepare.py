@@ -4,7 +4,8 @@ schemas, drops or rejects bad rows, removes training prompts that overlap an eva
 parquet file per data set, with `<set>.rejects.jsonl` beside it naming every row left out (file, line or
 row, reason). Compute jobs read only these files.
 
-    python -m stages.data.prepare --output_dir results/qwen2.5-1.5b/prepare_data/eval_math500 --sources '{"eval_math500": [...]}'
+    python -m stages.data.prepare --output_dir results/qwen2.5-1.5b/prepare_data/rl_prompts \
+        --sources '{"rl_prompts": [...]}' --eval_data results/qwen2.5-1.5b/prepare_data/eval_aime24/eval_aime24.parquet
 
 `--sources` maps a data-set file stem (`rl_prompts`, `cold_start`, `eval_aime24`, ...; see
 stages/lib/data/schema.py for the kinds) to a list of sources, each a JSON object:
@@ -247,8 +248,8 @@ def prepare(config: PrepareConfig, rows_of=load_source) -> tuple[dict[str, list[
     eval_prompts = [p for stem, rows in tables.items() if stem.startswith("eval_")
                     for row, _ in rows for p in prompt_texts(row, kind_of(stem))]
     for path in config.eval_data:  # evaluation sets prepared apart (the workflow prepares each set in its own job)
-        stem = Path(path).stem
-        eval_prompts += [p for row in read_table(path, kind_of(stem)).to_pylist() for p in prompt_texts(row, kind_of(stem))]
+        kind = kind_of(Path(path).stem)
+        eval_prompts += [p for row in read_table(path, kind).to_pylist() for p in prompt_texts(row, kind)]
     decontaminator = Decontaminator(eval_prompts, config.decontamination_ngram, config.decontamination_boilerplate)
     removed = {}
     for stem, rows in tables.items():

@@ -16,6 +16,7 @@ from stages.lib.configs import (
     trainer_arg_problems,
     trl_field_names,
 )
+from stages.lib.data.sources import LOCAL_PATH_PREFIXES, SourceError, check_file_type, local_path
 from stages.lib.recipe import (
     LAUNCHABLE,
     REWARD_MODEL_KINDS,
@@ -26,7 +27,6 @@ from stages.lib.recipe import (
     required_sections,
     stages_of_kind,
 )
-from stages.lib.data.sources import LOCAL_PATH_PREFIXES, SourceError, check_file_type, local_path
 from stages.lib.rewards.registry import REWARDS
 from stages.lib.settings import (
     compute_settings,
