@@ -7,7 +7,7 @@ if pretrained_stages("build"):
     rule base:
         # Also builds tiny students: the same pre-training, smaller (their `build` section).
         input:
-            corpus=data_file("pretrain"),
+            corpus=data_input("pretrain", "base"),
         output:
             directory(result("{built}")),
         log:

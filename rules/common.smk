@@ -9,6 +9,8 @@ from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from stages.lib.artifacts import MIXTURE, code_version
 from stages.lib.config_checks import command_line_errors, cross_field_errors, schema_errors
+from stages.lib.data.schema import FILES as TINY_DATA_FILES
+from stages.lib.data.sources import local_files, local_path
 from stages.lib.configs import GRPOStageConfig, default_of
 from stages.lib.hub import pin_revisions
 from stages.lib.recipe import REWARD_MODEL_KINDS, STAGES, template_of
@@ -83,8 +85,47 @@ def benchmark_file(stage):
     return result("benchmarks", f"{stage}.tsv")
 
 
+# Data sets: the tiny config generates its sets (rule tiny_data, into data/); data.hub.sets prepares sets from
+# their sources (rule prepare_data, a job and a folder per set), beside data.tiny in place of the generated ones.
+PREPARED_SETS = list(config["data"].get("hub", {}).get("sets", {}))
+GENERATED_SETS = [name for name in TINY_DATA_FILES if name not in PREPARED_SETS] if "tiny" in config["data"] else []
+
+
+def prepared_dir(name):
+    return result("prepare_data", name)
+
+
 def data_file(name):
+    """The file a data set is read from, whichever rule makes it."""
+    if name in PREPARED_SETS:
+        return os.path.join(prepared_dir(name), f"{name}.parquet")
     return result("data", f"{name}.parquet")
+
+
+def data_input(name, rule):
+    """An input function for `rule`: the data set's file (`name` may hold the rule's wildcards). A set that no
+    rule makes is an error only when a job that reads it is planned (a target needs only the sets it reads)."""
+
+    def path(wildcards):
+        stem = name.format(**wildcards)
+        if stem not in PREPARED_SETS and stem not in GENERATED_SETS:
+            generated = f"; the tiny data generates {', '.join(GENERATED_SETS)}" if GENERATED_SETS else ""
+            raise ValueError(f"data.hub.sets has no '{stem}' (rule {rule} reads it); give its sources there{generated}")
+        return data_file(stem)
+
+    return path
+
+
+EVAL_SETS = [name for name in GENERATED_SETS + PREPARED_SETS if name.startswith("eval_")]
+
+
+def prepare_data_input(wildcards):
+    """A set's local source files (editing one reruns the set and every job that reads it; a directory: its
+    files) and, for a training set, every evaluation set of the run, whose prompts it must not share."""
+    local = [local_path(source["path"]) for source in config["data"]["hub"]["sets"][wildcards.set]]
+    files = [str(file) for path in local if path is not None for file in local_files(path)]
+    evaluation = [] if wildcards.set.startswith("eval_") else [data_file(name) for name in EVAL_SETS]
+    return {"sources": files, "eval_sets": evaluation}
 
 
 def stage_args(section, exclude=()):
@@ -342,7 +383,7 @@ COLD_START_SOURCE = cold_start_source(config)
 
 def cold_start_input():
     """What Dev1 learns: the data's cold-start rows, or the cold-start data built from R1-Zero's samples."""
-    return artifact("cold_start_data") if COLD_START_SOURCE == "r1_zero" else data_file("cold_start")
+    return artifact("cold_start_data") if COLD_START_SOURCE == "r1_zero" else data_input("cold_start", "cold_start_sft")
 
 
 def cold_start_file(wildcards, input):
@@ -390,12 +431,13 @@ def distilled_students():
     return [STAGES["distill"].output.format(student=name) for name in config["distill"]["students"]]
 
 
-def eval_set_files():
-    return {name: data_file(stem) for name, stem in config["evaluation"]["sets"].items()}
+def eval_set_files(wildcards):
+    """evaluation.sets: name -> the set's file (evaluate's inputs)."""
+    return {name: data_input(stem, "evaluate")(wildcards) for name, stem in config["evaluation"]["sets"].items()}
 
 
-def eval_set_args():
-    return " ".join(f"{name}={path}" for name, path in eval_set_files().items())
+def eval_set_args(wildcards, input):
+    return " ".join(f"{name}={input[name]}" for name in config["evaluation"]["sets"])
 
 
 def eval_dir(stage):

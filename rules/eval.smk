@@ -3,8 +3,8 @@
 
 rule evaluate:
     input:
+        unpack(eval_set_files),
         model=lambda wc: model_path(wc.stage),
-        **eval_set_files(),
     output:
         directory(eval_dir("{stage}")),
     log:
@@ -14,7 +14,7 @@ rule evaluate:
     params:
         seed=config["seed"],
         template=lambda wc: evaluation_template(wc.stage),
-        sets=eval_set_args(),
+        sets=eval_set_args,
         args=stage_args(config["evaluation"]["settings"]),
     threads: 1
     resources:

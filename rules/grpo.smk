@@ -4,7 +4,7 @@
 rule r1_zero:
     input:
         model=model_path("base"),
-        prompts=data_file("rl_prompts"),
+        prompts=data_input("rl_prompts", "r1_zero"),
         rewards=reward_files("r1_zero"),
     output:
         directory(result("r1_zero")),
@@ -26,7 +26,7 @@ rule r1_zero:
 rule reasoning_rl:
     input:
         model=artifact("cold_start_sft"),
-        prompts=data_file("rl_prompts"),
+        prompts=data_input("rl_prompts", "reasoning_rl"),
         rewards=reward_files("reasoning_rl"),
     output:
         directory(result("reasoning_rl")),
@@ -49,8 +49,8 @@ rule final_rl:
     # R1: GRPO from Dev3; rule rewards on reasoning prompts, reward models on general prompts (last phase).
     input:
         model=artifact("mixture_sft"),
-        prompts=data_file("rl_prompts"),
-        general=data_file("rl_general"),
+        prompts=data_input("rl_prompts", "final_rl"),
+        general=data_input("rl_general", "final_rl"),
         helpful=artifact("reward_model_helpful"),
         harmless=artifact("reward_model_harmless"),
         rewards=reward_files("final_rl"),

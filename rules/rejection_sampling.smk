@@ -6,7 +6,7 @@
 rule generate:
     input:
         model=artifact("reasoning_rl"),
-        prompts=data_file("rl_prompts"),
+        prompts=data_input("rl_prompts", "generate"),
         projection=projection_gate,
     output:
         shard_file("{shard}"),
@@ -38,7 +38,7 @@ if projection_shards():
     rule rejection_projection:
         input:
             shards=all_shard_files()[: projection_shards()],
-            general=data_file("general"),
+            general=data_input("general", "rejection_projection"),
         output:
             projection_file(),
         log:
@@ -69,7 +69,7 @@ if projection_shards():
 rule rejection_sampling:
     input:
         shards=all_shard_files(),
-        general=data_file("general"),
+        general=data_input("general", "rejection_sampling"),
         **judge_inputs(),
     output:
         directory(result("rejection_sampling")),
@@ -104,7 +104,7 @@ if COLD_START_SOURCE == "r1_zero":
     rule cold_start_samples:
         input:
             model=artifact("r1_zero"),
-            prompts=data_file("rl_prompts"),
+            prompts=data_input("rl_prompts", "cold_start_samples"),
         output:
             result(STAGES["cold_start_samples"].output, "samples.jsonl"),
         log:

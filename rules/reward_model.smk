@@ -4,7 +4,7 @@
 rule reward_model:
     input:
         model=lambda wc: model_path(config["reward_model"]["init"]),
-        data=data_file("preferences_{kind}"),
+        data=data_input("preferences_{kind}", "reward_model"),
         chat_template=chat_template_of(config["reward_model"]["init"]),
     output:
         directory(result("reward_model_{kind}")),

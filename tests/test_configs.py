@@ -52,7 +52,8 @@ def test_every_real_config_plans_the_whole_dag(plans, name):
     config = load(name)
     jobs, details = plans[name]
     students, published = len(config["distill"]["students"]), len(config["evaluation"].get("published", {}))
-    assert jobs["prepare_data"] == 1 and "tiny_data" not in jobs and "base" not in jobs
+    assert jobs["prepare_data"] == len(config["data"]["hub"]["sets"])  # a job per set
+    assert "tiny_data" not in jobs and "base" not in jobs
     assert jobs["fetch_model"] == 1 + students + published  # the base, every student and published model, once
     assert jobs["generate"] == config["rejection_sampling"]["num_shards"]
     # the first shards' projection: the later shards wait for it (F9); it verifies the first shards
@@ -121,21 +122,21 @@ def test_paper_config_carries_per_student_learning_rates(plans):
     assert config["r1_zero"]["learning_rate"] == 3e-6 and config["final_rl"]["max_steps"] == 1700
 
 
-def test_a_hub_config_must_name_every_data_set_a_stage_reads(tmp_path, venv_env):
-    config = load("qwen2.5-1.5b")
-    del config["data"]["hub"]["sets"]["cold_start"], config["data"]["hub"]["sets"]["eval_gpqa"]
-    done = snakemake(tmp_path, write_config(tmp_path, config), "-n", "all", env=venv_env, check=False)
-    assert done.returncode != 0
-    assert "data.hub.sets has no 'cold_start'" in done.stderr + done.stdout
-    assert "data.hub.sets has no 'eval_gpqa'" in done.stderr + done.stdout
-
-
-def test_a_cold_start_from_r1_zero_s_samples_needs_no_cold_start_data_set():
+def test_a_target_plans_and_requires_only_the_data_sets_it_reads(tmp_path, venv_env):
+    """A set no source names is an error when a planned job reads it, naming the rule; Dev1 learning R1-Zero's
+    samples reads no cold-start set, and no UltraChat or preference set is downloaded for it."""
     config = load("qwen2.5-1.5b")
     del config["data"]["hub"]["sets"]["cold_start"]
-    assert "data.hub.sets has no 'cold_start' (a stage reads it)" in cross_field_errors(config)
+    done = snakemake(tmp_path, write_config(tmp_path, config), "-n", "all", env=venv_env, check=False)
+    assert done.returncode != 0
+    assert "data.hub.sets has no 'cold_start' (rule cold_start_sft reads it)" in done.stderr + done.stdout
+    for name in ("general", "rl_general", "preferences_helpful", "preferences_harmless"):
+        del config["data"]["hub"]["sets"][name]
     config["cold_start_data"] = dict(load("paper")["cold_start_data"], source="r1_zero")
-    assert not schema_errors(config) and not [error for error in cross_field_errors(config) if "cold_start" in error]
+    plan = snakemake(tmp_path, write_config(tmp_path, config), "-n", "-p", "dev1", env=venv_env).stdout
+    prepared = {job["wildcards"] for job in planned_job_details(plan) if job["rule"] == "prepare_data"}
+    assert prepared == {f"set={name}" for name in config["data"]["hub"]["sets"]}  # rl_prompts and the eval sets
+    assert planned_jobs(plan)["cold_start_sft"] == 1
 
 
 @pytest.mark.parametrize("override, named", [
@@ -234,7 +235,9 @@ def test_a_published_model_is_fetched_evaluated_and_reported_beside_its_authors_
     done = snakemake(tmp_path, write_config(tmp_path, config), "-n", "-p", "published", "--profile",
                      str(REPO / "profiles" / "slurm"), env=env)
     jobs, details = planned_jobs(done.stdout), planned_job_details(done.stdout)
-    assert jobs == {"prepare_data": 1, "fetch_model": 1, "evaluate": 1, "published": 1}, jobs
+    # the evaluation sets alone are prepared: no training set is downloaded for it
+    assert jobs == {"prepare_data": len(config["evaluation"]["sets"]), "fetch_model": 1, "evaluate": 1,
+                    "published": 1}, jobs
     (fetch,) = by_rule(details, "fetch_model")
     assert "--name_or_path deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B" in fetch["shell"]
     (evaluation,) = by_rule(details, "evaluate")
@@ -258,8 +261,8 @@ def test_hub_revisions_pin_every_source_and_model_naming_their_ids(tmp_path, ven
                for job in by_rule(details, "fetch_model")}
     assert f"--revision '{base}'" in fetched["Qwen/Qwen2.5-Math-1.5B"]
     assert "--revision ''" in fetched["deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"]  # not pinned: the main branch
-    (prepare,) = [job["shell"] for job in by_rule(details, "prepare_data")]
-    sources = json.loads(shlex.split(prepare.split("--sources ", 1)[1])[0])
+    sources = {stem: items for job in by_rule(details, "prepare_data")  # a job per set
+               for stem, items in json.loads(shlex.split(job["shell"].split("--sources ", 1)[1])[0]).items()}
     assert [s.get("revision") for s in sources["rl_prompts"] if s["path"] == "open-r1/OpenR1-Math-220k"] == [openr1]
     assert [s.get("revision") for s in sources["cold_start"]] == ["v1"]
 
@@ -363,3 +366,16 @@ def test_a_layered_null_removes_a_key_and_a_one_of_says_choose_one(tmp_path):
                                    "a key with null: base: {build: null})"]
     del both["base"]["build"], both["base"]["name_or_path"]
     assert schema_errors(both) == ["base: set one of build, name_or_path"]
+
+def test_a_local_data_source_must_be_there_and_of_a_type_it_can_be_read_as(tmp_path):
+    from stages.lib.config_checks import data_errors
+
+    (tmp_path / "prompts.txt").write_text("What is 1 + 1?\n")
+    config = load("qwen2.5-1.5b")
+    config["data"]["hub"]["sets"]["rl_prompts"] = [{"path": str(tmp_path / "prompts.txt")},
+                                                   {"path": str(tmp_path / "mine.jsonl")}]
+    assert data_errors(config) == [
+        f"data.hub.sets.rl_prompts[0].path: {tmp_path / 'prompts.txt'}: unknown file type '.txt'; a local source is "
+        "a .jsonl, .json, .csv or .parquet file, or a directory of them",
+        f"data.hub.sets.rl_prompts[1].path: {tmp_path / 'mine.jsonl'}: no such file or directory"]
+    assert data_errors(load("qwen2.5-1.5b")) == []  # hub ids

@@ -224,3 +224,17 @@ def test_reading_a_file_of_the_wrong_kind_names_file_and_missing_columns(small_d
     with pytest.raises(ValueError, match=r"general\.parquet.*missing column\(s\) \['solution'"):
         read_table(path, "reasoning")
     assert pq.read_table(path).num_rows == SMALL_DATA["num_general"]
+
+
+def test_sets_prepared_from_sources_are_not_written(tmp_path):
+    """With data.hub.sets beside data.tiny, the generator writes only the other sets (a prepared set's file is
+    elsewhere)."""
+    from stages.data.tiny import main
+
+    small = [f"--{key}={value}" for key, value in SMALL_DATA.items()]
+    main(["--output_dir", str(tmp_path / "data"), "--sets", "eval_math", "general", *small])
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["eval_math.parquet", "general.parquet",
+                                                                    "manifest.json"]
+    assert len(read_table(tmp_path / "data" / "eval_math.parquet", "reasoning")) == SMALL_DATA["num_eval_math"]
+    with pytest.raises(ValueError, match=r"sets: unknown data set\(s\) \['rl_prompt'\]"):
+        TinyDataConfig(output_dir="unused", sets=["rl_prompt"])

@@ -100,7 +100,7 @@ def test_prepares_every_set_drops_bad_rows_and_counts_them(hub_copies, tmp_path)
 
 
 def test_training_prompts_that_overlap_an_evaluation_set_are_removed(hub_copies, tmp_path):
-    tables, counts = prepare(PrepareConfig(output_dir="unused", sources=json.dumps(hub_copies)))
+    tables, counts, _ = prepare(PrepareConfig(output_dir="unused", sources=json.dumps(hub_copies)))
     # the contest problem that embeds the AIME problem, and the cold-start prompt sharing a 10-gram
     assert counts["decontaminated"]["rl_prompts"] == 1
     assert counts["decontaminated"]["cold_start"] == 1
@@ -145,7 +145,7 @@ def test_bad_source_specs_name_the_key(sources, message):
 def test_unparseable_and_placeholder_gold_answers_are_bad_rows(tmp_path):
     golds = ["2", "\\frac{", "proof", "notfound", "\\$32,\\!348", "\\$18.90", "\\$36"]  # the last 3: MATH-500's
     path = _write(tmp_path / "x.parquet", [{"q": f"Question {i}?", "a": gold} for i, gold in enumerate(golds)])
-    tables, counts = prepare(PrepareConfig(output_dir="unused", sources=json.dumps(
+    tables, counts, _ = prepare(PrepareConfig(output_dir="unused", sources=json.dumps(
         {"rl_prompts": [{"path": path, "fields": {"prompt": "q", "solution": "a"}}]})))
     assert [r["solution"] for r in tables["rl_prompts"]] == ["2", "\\$32,\\!348", "\\$18.90", "\\$36"]
     assert counts["bad_rows_dropped"] == {"rl_prompts: gold answer cannot be parsed": 1,
@@ -158,7 +158,7 @@ def test_a_solution_that_boxes_several_answers_gives_no_gold(tmp_path):
     \\boxed{-2}` for x = -2, 1); the same box repeated is one answer."""
     solutions = ["So $x = \\boxed{1}$ and $x = \\boxed{-2}$.", "Hence \\boxed{5}; checking, \\boxed{5}."]
     path = _write(tmp_path / "x.parquet", [{"q": f"Question {i}?", "s": text} for i, text in enumerate(solutions)])
-    tables, counts = prepare(PrepareConfig(output_dir="unused", sources=json.dumps(
+    tables, counts, _ = prepare(PrepareConfig(output_dir="unused", sources=json.dumps(
         {"rl_prompts": [{"path": path, "fields": {"prompt": "q", "solution": "s"}, "solution_from_boxed": True}]})))
     assert [r["solution"] for r in tables["rl_prompts"]] == ["5"]
     assert counts["bad_rows_dropped"] == {"rl_prompts: several different \\boxed{} answers in the solution": 1}
@@ -171,7 +171,7 @@ def test_an_evaluation_set_never_drops_a_row_unless_told_which(tmp_path):
                                          r"exclude_rows: \[1\]"):
         prepare(PrepareConfig(output_dir="unused", sources=json.dumps(sources)))  # on_bad_row: drop by default
     sources["eval_x"][0]["exclude_rows"] = [1]
-    tables, counts = prepare(PrepareConfig(output_dir="unused", sources=json.dumps(sources)))
+    tables, counts, _ = prepare(PrepareConfig(output_dir="unused", sources=json.dumps(sources)))
     assert [r["solution"] for r in tables["eval_x"]] == ["2"] and counts["bad_rows_dropped"] == {}
 
 
@@ -190,7 +190,7 @@ def test_code_sets_map_test_cases_and_drop_rows_they_cannot_run(tmp_path):
     ])
     fields = {"prompt": "problem_statement", "tests": "verification_info.test_cases",
               "worked_solution": "gold_standard_solution"}
-    tables, counts = prepare(PrepareConfig(output_dir="unused", sources=json.dumps(
+    tables, counts, _ = prepare(PrepareConfig(output_dir="unused", sources=json.dumps(
         {"rl_prompts": [{"path": path, "fields": fields}]})))
     (code,) = tables["rl_prompts"]
     assert code["domain"] == "code" and code["solution"] == ""
@@ -211,10 +211,10 @@ def test_a_set_of_several_sources_is_shuffled_so_its_first_rows_hold_every_sourc
         {"path": _write(tmp_path / "math.parquet", math), "fields": {"prompt": "problem", "solution": "answer"}},
         {"path": _write(tmp_path / "code.parquet", code), "fields": {"prompt": "statement", "tests": "cases"},
          "domain": "code"}]}
-    tables, _ = prepare(PrepareConfig(output_dir=str(tmp_path / "out"), sources=json.dumps(sources)))
+    tables, _, _ = prepare(PrepareConfig(output_dir=str(tmp_path / "out"), sources=json.dumps(sources)))
     rows = tables["rl_prompts"]
     assert len(rows) == 80 and {row["domain"] for row in rows[:16]} == {"math", "code"}
-    again, _ = prepare(PrepareConfig(output_dir=str(tmp_path / "out"), sources=json.dumps(sources)))
+    again, _, _ = prepare(PrepareConfig(output_dir=str(tmp_path / "out"), sources=json.dumps(sources)))
     assert [row["prompt"] for row in again["rl_prompts"]] == [row["prompt"] for row in rows]  # seeded
 
 
@@ -227,5 +227,92 @@ def test_an_edited_local_data_set_is_read_again(tmp_path):
                                           "fields": {"prompt": "q", "solution": "a"}}]})
     for rows in (2, 3):
         named_configs(repo, {"default": {"train": [{"q": f"What is {i} + 1?", "a": str(i + 1)} for i in range(rows)]}})
-        tables, _ = prepare(PrepareConfig(output_dir="unused", sources=sources))
+        tables, _, _ = prepare(PrepareConfig(output_dir="unused", sources=sources))
         assert len(tables["rl_prompts"]) == rows
+
+
+MY_ROWS = [{"uid": i, "question": f"Ben has {i} pens and gets 1 more. How many pens?", "final_answer": str(i + 1)}
+           for i in range(3)]
+
+
+def _write_as(path, rows):
+    """`rows` in the file type of `path`'s extension."""
+    if path.suffix == ".parquet":
+        return _write(path, rows)
+    if path.suffix == ".csv":
+        columns = list(rows[0])
+        path.write_text("\n".join([",".join(columns)] + [",".join(str(r[c]) for c in columns) for r in rows]) + "\n")
+    elif path.suffix == ".json":
+        path.write_text(json.dumps(rows))
+    else:
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+@pytest.mark.parametrize("name", ["my_eval.jsonl", "prompts.json", "prompts.csv", "prompts.parquet"])
+def test_a_local_file_is_read_by_its_extension_as_the_split_its_source_names(tmp_path, name):
+    """`datasets` would make `my_eval.jsonl` a `test` split and fail on `train`; a .jsonl path was not read at all."""
+    path = _write_as(tmp_path / name, MY_ROWS)
+    fields = {"prompt": "question", "solution": "final_answer"}
+    tables, counts, _ = prepare(PrepareConfig(output_dir="unused", sources=json.dumps(
+        {"rl_prompts": [{"path": path, "fields": fields}]})))
+    assert [(r["prompt"], r["solution"]) for r in tables["rl_prompts"]] == \
+        [(r["question"], r["final_answer"]) for r in MY_ROWS]
+    assert counts["revisions"] == {"rl_prompts": ["local"]}
+
+
+def test_an_unreadable_source_is_one_line_naming_the_set_the_file_the_line_and_the_fix(tmp_path):
+    def error(path, fields=None, stem="rl_prompts"):
+        sources = {stem: [{"path": str(path), "fields": fields or {"prompt": "question", "solution": "final_answer"}}]}
+        with pytest.raises(ValueError) as raised:
+            prepare(PrepareConfig(output_dir="unused", sources=json.dumps(sources)))
+        assert "\n" not in str(raised.value)
+        return str(raised.value)
+
+    latin1 = tmp_path / "latin1.jsonl"
+    latin1.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in MY_ROWS[:2]) + "caf\xe9\n".encode("latin-1"))
+    assert error(latin1) == (f"rl_prompts: {latin1} line 3: not UTF-8 (byte 0xe9 at column 4); save the file as "
+                             "UTF-8")
+    typo = _write_as(tmp_path / "typo.jsonl", MY_ROWS)
+    assert error(typo, {"prompt": "question", "solution": "answer"}) == (
+        f"rl_prompts: {typo} has no column fields.solution: 'answer'; its columns: uid, question, final_answer. "
+        "Map each field to one of them")
+    (tmp_path / "prompts.txt").write_text("What is 1 + 1?\n")
+    assert error(tmp_path / "prompts.txt") == (
+        f"rl_prompts: {tmp_path / 'prompts.txt'}: unknown file type '.txt'; a local source is a .jsonl, .json, "
+        ".csv or .parquet file, or a directory of them")
+    folder = tmp_path / "evals"
+    folder.mkdir()
+    _write_as(folder / "my_eval.jsonl", MY_ROWS)  # a directory is read as a hub repository
+    assert error(folder, stem="eval_mine").startswith(f"eval_mine: {folder}: Unknown split \"train\". Should be one "
+                                                      "of ['test']. `datasets` names a directory's splits")
+    assert error(tmp_path / "missing.jsonl") == f"rl_prompts: {tmp_path / 'missing.jsonl'}: no such file or directory"
+
+
+def test_every_row_left_out_is_named_in_the_rejects_file_counted_on_the_console_and_in_the_manifest(
+        tmp_path, capsys):
+    rows = MY_ROWS + [{"uid": 3, "question": "How many pens?", "final_answer": ""},
+                      {"uid": 4, "question": "", "final_answer": "2"},
+                      {"uid": 5, "question": "Quick: What is 7 times 8? Answer fast.", "final_answer": "56"}]
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text("".join(json.dumps(r) + "\n" + ("\n" if i == 2 else "") for i, r in enumerate(rows)))
+    evals = tmp_path / "eval_math.parquet"  # an evaluation set prepared in its own job (or generated)
+    pq.write_table(pa.Table.from_pylist([{"id": "e0", "prompt": "What is 7 times 8?", "solution": "56", "level": 1,
+                                          "domain": "math", "worked_solution": "", "tests": None}]), evals)
+    out = tmp_path / "prepare_data" / "rl_prompts"
+    sources = {"rl_prompts": [{"path": str(mine), "fields": {"prompt": "question", "solution": "final_answer"}}]}
+    main(["--output_dir", str(out), "--sources", json.dumps(sources), "--eval_data", str(evals)])
+    rejects = [json.loads(line) for line in (out / "rl_prompts.rejects.jsonl").read_text().splitlines()]
+    assert [(r["file"], r["line"], r["reason"]) for r in rejects] == [  # line 4 is blank
+        (str(mine), 5, "empty or missing gold answer"), (str(mine), 6, "empty or missing prompt"),
+        (str(mine), 7, "shares an n-gram with an evaluation prompt (decontamination)")]
+    assert len(read_table(out / "rl_prompts.parquet", "reasoning")) == 3
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "rl_prompts: kept 3 rows; dropped 2 bad (1 empty or missing gold answer, 1 empty or missing prompt); "
+        f"decontaminated 1; rejects: {out / 'rl_prompts.rejects.jsonl'}")
+    manifest = read_manifest(out)
+    assert manifest["metrics"]["bad_rows_dropped"] == {"rl_prompts: empty or missing gold answer": 1,
+                                                       "rl_prompts: empty or missing prompt": 1}
+    assert manifest["metrics"]["decontaminated"] == {"rl_prompts": 1}
+    assert manifest["metrics"]["rejects"] == {"rl_prompts": "rl_prompts.rejects.jsonl"}
+    assert set(manifest["inputs"]) == {"rl_prompts[0]", "eval_math"}  # with their sha256

@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 
+from stages.lib.data.schema import FILES as TINY_SETS
 from tests.snakemake_helpers import FAST, TINY, merged, planned_job_details, planned_jobs, snakemake, write_config
 
 EXPECTED_PLAN = {"all": 1, "tiny_data": 1, "base": 2, "r1_zero": 1, "cold_start_sft": 1, "reasoning_rl": 1,
@@ -260,3 +261,37 @@ def test_jobs_run_the_workflows_own_interpreter_whatever_the_callers_path(tmp_pa
                            str(config)], env={**venv_env, "PATH": "/usr/bin:/bin"}, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "results" / "tiny" / "data" / "rl_prompts.parquet").exists()
+
+
+def test_a_tiny_run_takes_one_set_from_a_local_file_and_reruns_what_reads_it_when_the_file_changes(
+        tmp_path, venv_env):
+    """data.hub.sets beside data.tiny: the listed set is prepared from its source, the rest generated; the target
+    prepares only what it reads; the source file is the preparation's input, so an edit reruns it."""
+    import os
+
+    mine = tmp_path / "mydata" / "my_rl.jsonl"
+    mine.parent.mkdir()
+    mine.write_text(json.dumps({"question": "Ben has 2 pens and gets 1 more. How many pens?", "answer": "3"}) + "\n")
+    overlay = {"data": {"hub": {"sets": {"rl_prompts": [
+        {"path": "mydata/my_rl.jsonl", "fields": {"prompt": "question", "solution": "answer"}}]}}}}
+    config = write_config(tmp_path, merged(TINY, overlay))
+    plan = snakemake(tmp_path, config, "-n", "-p", "r1_zero_branch", env=venv_env).stdout
+    assert planned_jobs(plan) == {"tiny_data": 1, "prepare_data": 1, "base": 1, "r1_zero": 1, "evaluate": 2,
+                                  "r1_zero_branch": 1}
+    shell = {job["rule"]: job["shell"] for job in planned_job_details(plan)}
+    assert ("--sets cold_start general eval_math eval_code eval_general pretrain preferences_helpful "
+            "preferences_harmless rl_general >") in shell["tiny_data"]
+    assert "--eval_data results/tiny/data/eval_math.parquet" in shell["prepare_data"]  # decontaminated against them
+    assert "--train_data results/tiny/prepare_data/rl_prompts/rl_prompts.parquet " in shell["r1_zero"]
+
+    run = tmp_path / "results" / "tiny"  # every data file made before the source was edited
+    made = [run / "data" / f"{name}.parquet" for name in TINY_SETS if name != "rl_prompts"]
+    made += [run / "data" / "manifest.json"] + [run / "prepare_data" / "rl_prompts" / name for name in (
+        "rl_prompts.parquet", "rl_prompts.rejects.jsonl", "manifest.json")]
+    for path in made:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+        os.utime(path, (1, 1))
+    again = snakemake(tmp_path, config, "-n", "results/tiny/prepare_data/rl_prompts/manifest.json", env=venv_env)
+    assert planned_jobs(again.stdout) == {"prepare_data": 1}
+    assert "reason: Updated input files: mydata/my_rl.jsonl" in again.stdout

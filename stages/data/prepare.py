@@ -1,14 +1,18 @@
-"""Prepares a real config's data sets: downloads each configured Hugging Face data set once (on the
-login node, rule `prepare_data`), maps its rows onto the pipeline's schemas, drops or rejects bad
-rows, removes training prompts that overlap an evaluation set, and writes one parquet file per data
-set. Compute jobs read only these files.
+"""Prepares data sets from their sources: downloads each configured Hugging Face data set once (on the
+login node, rule `prepare_data`, one job per set) or reads a local file, maps its rows onto the pipeline's
+schemas, drops or rejects bad rows, removes training prompts that overlap an evaluation set, and writes one
+parquet file per data set, with `<set>.rejects.jsonl` beside it naming every row left out (file, line or
+row, reason). Compute jobs read only these files.
 
-    python -m stages.data.prepare --output_dir results/qwen2.5-1.5b/data --sources '{"eval_math500": [...]}'
+    python -m stages.data.prepare --output_dir results/qwen2.5-1.5b/prepare_data/rl_prompts \
+        --sources '{"rl_prompts": [...]}' --eval_data results/qwen2.5-1.5b/prepare_data/eval_aime24/eval_aime24.parquet
 
 `--sources` maps a data-set file stem (`rl_prompts`, `cold_start`, `eval_aime24`, ...; see
 stages/lib/data/schema.py for the kinds) to a list of sources, each a JSON object:
 
-    path          hub id, or a local directory / parquet file (same loader)
+    path          hub id; or a local file, read by its extension (.jsonl, .json, .csv, .parquet) as the
+                  source's `split` whatever the file's name; or a local directory, read as `datasets` reads a
+                  hub repository (its README's configs; file names containing train/test/eval/... are splits)
     name, split, data_dir, revision   as `datasets.load_dataset` takes them
     format        `columns` (default): `fields` maps each schema field to a source column; a dotted
                   path reaches into nested values (`messages.-1.content`);
@@ -40,13 +44,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stages.lib.artifacts import staged_output
+from stages.lib.artifacts import staged_output, write_jsonl
 from stages.lib.cli import parse_config, print_config
-from stages.lib.data.schema import kind_of, normalize_prompt, write_tables
-from stages.lib.data.sources import BadRow, convert, load_source
+from stages.lib.data.schema import kind_of, normalize_prompt, read_table, write_tables
+from stages.lib.data.sources import BadRow, SourceError, convert, load_source, local_path, row_lines
 from stages.lib.hub import LOCAL, resolved_revision
 
 FORMATS = ("columns", "gpqa", "hh_rlhf")
+REJECTS_SUFFIX = ".rejects.jsonl"  # beside each set's parquet file: every row left out, where it is and why
+DECONTAMINATED = "shares an n-gram with an evaluation prompt (decontamination)"
 SOURCE_KEYS = {"path", "name", "split", "data_dir", "revision", "format", "fields", "solution_from_boxed",
                "domain", "split_as", "skip_rows", "max_rows", "exclude_rows"}
 
@@ -65,6 +71,9 @@ class PrepareConfig:
         "help": "drop: skip and count rows without a prompt or gold answer; error: stop at the first, naming it."})
     preference_eval_share: float = field(default=0.05, metadata={
         "help": "Share of preference prompts held out when no source is `split_as: eval`."})
+    eval_data: list[str] = field(default_factory=list, metadata={
+        "help": "Evaluation sets prepared before (eval_<name>.parquet files) whose prompts the training sets here "
+                "must not share, besides the eval_* sets in --sources."})
 
     def __post_init__(self):
         if self.on_bad_row not in ("drop", "error"):
@@ -92,32 +101,63 @@ class PrepareConfig:
 
 # ---- reading a source -------------------------------------------------------------------------
 
+def mapped_columns(source: dict) -> dict[str, str]:
+    """Schema field -> the source column its `fields` mapping starts at (`messages.-1.content` -> `messages`)."""
+    return {name: column.split(".")[0] for name, column in source.get("fields", {}).items()}
+
+
+def check_columns(stem: str, source: dict, columns: list[str] | None) -> None:
+    """Every column the mapping names is there: otherwise every row would be bad, for a reason the rows hide."""
+    if columns is None:  # a stream of unknown features
+        return
+    missing = {name: column for name, column in mapped_columns(source).items() if column not in columns}
+    if missing:
+        named = ", ".join(f"fields.{name}: '{column}'" for name, column in missing.items())
+        raise ValueError(f"{stem}: {source['path']} has no column {named}; its columns: {', '.join(columns)}. "
+                         "Map each field to one of them") from None
+
+
+def reject(stem: str, source: dict, index: int, lines: list[int] | None, reason: str, detail: str = "") -> dict:
+    """A rejects-file row: where the row is (a line of a local .jsonl/.csv file, else its row number, 0-based as
+    `exclude_rows` counts) and why it was left out."""
+    where = {"line": lines[index]} if lines and index < len(lines) else {"row": index}
+    return {"set": stem, "file": source["path"], **where, "reason": reason, **({"detail": detail} if detail else {})}
+
+
 def read_rows(stem: str, source_index: int, source: dict, seed: int, on_bad_row: str,
-              bad: Counter, rows_of=load_source) -> list[dict]:
+              bad: Counter, rejects: list[dict], rows_of=load_source) -> list[tuple[dict, dict]]:
+    """The source's usable rows, each with where it came from (for the rejects file); a bad row is counted in
+    `bad` and named in `rejects`, or stops the preparation (an evaluation set's always does)."""
     kind = kind_of(stem)
     skip, limit = source.get("skip_rows", 0), source.get("max_rows", 0)
     excluded = set(source.get("exclude_rows", []))
+    dataset = rows_of(source)
+    check_columns(stem, source, getattr(dataset, "column_names", None))
+    local = local_path(source["path"])
+    lines = row_lines(local) if local is not None else None
     rows, valid = [], 0
-    for index, row in enumerate(rows_of(source)):
+    for index, row in enumerate(dataset):
         if index in excluded:
             continue
         try:
             converted = convert(row, kind, source, seed)
         except BadRow as problem:
-            where = f"{stem}: row {index} of {source['path']} ({source.get('split', 'train')}): {problem}"
+            at = f"line {lines[index]}" if lines else f"row {index}"
+            where = f"{stem}: {at} of {source['path']} ({source.get('split', 'train')}): {problem}"
             if stem.startswith("eval_"):  # scores must be over the published set, or say which rows they leave
                 raise ValueError(f"{where}. An evaluation set never drops a row: fix the source, or leave the row "
                                  f"out on purpose with `exclude_rows: [{index}]` in this source") from None
             if on_bad_row == "error":
                 raise ValueError(f"{where} (set on_bad_row: drop to skip such rows)") from None
             bad[f"{stem}: {problem.reason}"] += 1
+            rejects.append(reject(stem, source, index, lines, problem.reason, str(problem)))
             continue
         valid += 1
         if valid <= skip:
             continue
         if kind != "corpus":
             converted["id"] = f"{stem}-{source_index}-{index}"
-        rows.append(converted)
+        rows.append((converted, reject(stem, source, index, lines, DECONTAMINATED)))
         if limit and len(rows) >= limit:
             break
     return rows
@@ -177,7 +217,7 @@ def hold_out_preferences(rows: list[dict], share: float, seed: int) -> None:
 def at_resolved_revision(source: dict) -> tuple[dict, str]:
     """The source at the commit its id resolves to now (its `revision:`, else the main branch), so the rows
     read are those of the commit the manifest records; and that commit ("local" for a path here)."""
-    if Path(source["path"]).exists():
+    if local_path(source["path"]) is not None:
         return source, LOCAL
     try:
         commit = resolved_revision(source["path"], source.get("revision"), "dataset")
@@ -187,25 +227,41 @@ def at_resolved_revision(source: dict) -> tuple[dict, str]:
     return {**source, "revision": commit}, commit
 
 
-def prepare(config: PrepareConfig, rows_of=load_source) -> tuple[dict[str, list[dict]], dict]:
-    """Every configured data set, decontaminated; and the counts for the manifest."""
-    tables, bad, revisions = {}, Counter(), {}
+def prepare(config: PrepareConfig, rows_of=load_source) -> tuple[dict[str, list[dict]], dict, dict[str, list[dict]]]:
+    """Every configured data set, decontaminated; the counts for the manifest; and each set's rejected rows."""
+    tables, bad, revisions, rejects, read = {}, Counter(), {}, {}, {}
     for stem, sources in config.source_map().items():
-        tables[stem], revisions[stem] = [], []
+        tables[stem], revisions[stem], rejects[stem] = [], [], []
         for index, source in enumerate(sources):
-            source, commit = at_resolved_revision(source)
-            revisions[stem].append(commit)
-            tables[stem] += read_rows(stem, index, source, config.seed, config.on_bad_row, bad, rows_of)
+            try:
+                source, commit = at_resolved_revision(source)
+                revisions[stem].append(commit)
+                tables[stem] += read_rows(stem, index, source, config.seed, config.on_bad_row, bad, rejects[stem],
+                                          rows_of)
+            except SourceError as error:
+                raise SourceError(f"{stem}: {error}") from None
         if not tables[stem]:
-            raise ValueError(f"{stem}: no usable rows in {[s['path'] for s in sources]}")
+            raise ValueError(f"{stem}: no usable rows in {[s['path'] for s in sources]}"
+                             + (f" ({len(rejects[stem])} bad: {rejects[stem][0]['reason']}, ...; see the rejects)"
+                                if rejects[stem] else ""))
+        read[stem] = len(tables[stem])
     eval_prompts = [p for stem, rows in tables.items() if stem.startswith("eval_")
-                    for row in rows for p in prompt_texts(row, kind_of(stem))]
+                    for row, _ in rows for p in prompt_texts(row, kind_of(stem))]
+    for path in config.eval_data:  # evaluation sets prepared apart (the workflow prepares each set in its own job)
+        kind = kind_of(Path(path).stem)
+        eval_prompts += [p for row in read_table(path, kind).to_pylist() for p in prompt_texts(row, kind)]
     decontaminator = Decontaminator(eval_prompts, config.decontamination_ngram, config.decontamination_boilerplate)
     removed = {}
     for stem, rows in tables.items():
         if stem.startswith("eval_"):
+            tables[stem] = [row for row, _ in rows]
             continue
-        kept = [r for r in rows if not any(decontaminator.overlaps(t) for t in prompt_texts(r, kind_of(stem)))]
+        kept = []
+        for row, origin in rows:
+            if any(decontaminator.overlaps(t) for t in prompt_texts(row, kind_of(stem))):
+                rejects[stem].append(origin)
+            else:
+                kept.append(row)
         removed[stem] = len(rows) - len(kept)
         tables[stem] = kept
         if kind_of(stem) == "preference":
@@ -216,17 +272,41 @@ def prepare(config: PrepareConfig, rows_of=load_source) -> tuple[dict[str, list[
             random.Random(f"{config.seed}:{stem}").shuffle(kept)
     counts = {"rows": {stem: len(rows) for stem, rows in tables.items()},
               "decontaminated": removed, "bad_rows_dropped": dict(bad), "revisions": revisions}
-    return tables, counts
+    return tables, counts, rejects
+
+
+def summary(stem: str, counts: dict) -> str:
+    """One console line per set: what was kept, what was dropped and why, what decontamination removed."""
+    prefix = f"{stem}: "
+    dropped = {key.removeprefix(prefix): n for key, n in counts["bad_rows_dropped"].items() if key.startswith(prefix)}
+    reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(dropped.items(), key=lambda item: -item[1]))
+    line = f"{stem}: kept {counts['rows'][stem]} rows; dropped {sum(dropped.values())} bad"
+    line += f" ({reasons})" if reasons else ""
+    if stem in counts["decontaminated"]:
+        line += f"; decontaminated {counts['decontaminated'][stem]}"
+    return line
+
+
+def rejects_file(stem: str) -> str:
+    return f"{stem}{REJECTS_SUFFIX}"
 
 
 def main(argv=None):
     config = parse_config(PrepareConfig, argv)
     print_config(config)
-    with staged_output(config.output_dir, "prepare_data", config, inputs={}) as (scratch, headline):
-        tables, counts = prepare(config)
+    sources = config.source_map()
+    inputs = {f"{stem}[{index}]": source["path"] for stem, items in sources.items()
+              for index, source in enumerate(items) if local_path(source["path"]) is not None}
+    inputs.update({Path(path).stem: path for path in config.eval_data})
+    with staged_output(config.output_dir, "prepare_data", config, inputs=inputs) as (scratch, headline):
+        tables, counts, rejects = prepare(config)
         write_tables(tables, Path(scratch))
-        headline.update(counts)
-    print(json.dumps(counts, indent=2))
+        for stem, rows in rejects.items():
+            write_jsonl(Path(scratch) / rejects_file(stem), rows)
+        headline.update(counts, rejects={stem: rejects_file(stem) for stem in rejects})
+    for stem in tables:
+        print(summary(stem, counts) + (f"; rejects: {Path(config.output_dir) / rejects_file(stem)}"
+                                       if rejects[stem] else ""), flush=True)
 
 
 if __name__ == "__main__":

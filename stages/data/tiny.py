@@ -17,7 +17,7 @@ from stages.lib.cli import parse_config, print_config
 from stages.lib.data import general, preferences
 from stages.lib.data.arithmetic import make_problem, random_fact
 from stages.lib.data.programs import make_code_problem
-from stages.lib.data.schema import normalize_prompt, write_tables
+from stages.lib.data.schema import FILES, normalize_prompt, write_tables
 from stages.lib.templates import CHAT, R1_ZERO, chat_messages, code_block
 
 CHINESE_OPS = {"+": "加", "-": "减", "*": "乘"}
@@ -71,6 +71,9 @@ class TinyDataConfig:
     num_cold_start_code: int = field(default=150, metadata={"help": "Code examples added to the cold-start data."})
     num_eval_code: int = field(default=50, metadata={"help": "Held-out code problems (eval_code)."})
     num_pretrain_code_docs: int = field(default=2000, metadata={"help": "Code documents added to the corpus."})
+    sets: list[str] | None = field(default=None, metadata={
+        "help": "Write only these data sets (default: every one); the others come from their sources "
+                "(data.hub.sets, rule prepare_data). Every set is generated all the same, so each keeps its rows."})
 
     def __post_init__(self):
         # Drills take their share from the chat problems and instructions, which start at 0.55 of the mixture.
@@ -84,6 +87,9 @@ class TinyDataConfig:
                 or not sum(self.pretrain_level_weights) > 0):
             raise ValueError(f"pretrain_level_weights must give one non-negative weight per entry of levels "
                              f"{self.levels}, got {self.pretrain_level_weights}")
+        unknown = sorted(set(self.sets or []) - set(FILES))
+        if unknown:
+            raise ValueError(f"sets: unknown data set(s) {unknown}; the tiny data has {sorted(FILES)}")
         for name in ("distractor_share", "cold_start_distractor_share", "think_format_share"):
             if getattr(self, name) is not None and not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
@@ -293,6 +299,7 @@ def main(argv=None):
         overlaps = held_out_overlaps(tables)
         if overlaps:
             raise RuntimeError(f"{len(overlaps)} held-out prompt(s) leaked into training data, e.g. {overlaps[0]!r}")
+        tables = {name: rows for name, rows in tables.items() if config.sets is None or name in config.sets}
         write_tables(tables, scratch)
         headline.update({f"rows_{name}": len(rows) for name, rows in tables.items()})
     print(f"wrote {', '.join(f'{k}={v}' for k, v in headline.items())} to {config.output_dir}")

@@ -29,6 +29,7 @@ from stages.lib.configs import (
     trl_choices,
     trl_field_names,
 )
+from stages.lib.data.sources import LOCAL_PATH_PREFIXES, SourceError, check_file_type, local_path
 from stages.lib.recipe import (
     LAUNCHABLE,
     REWARD_MODEL_KINDS,
@@ -42,7 +43,6 @@ from stages.lib.recipe import (
 from stages.lib.rewards.external import reference_problem
 from stages.lib.rewards.registry import REWARDS, is_reference, reward_name
 from stages.lib.settings import (
-    cold_start_source,
     compute_settings,
     settings_at,
     training_world_size,
@@ -52,8 +52,6 @@ GRPO_SECTIONS = stages_of_kind("grpo")
 TRAINER_CONFIGS = {"grpo": GRPOStageConfig, "sft": SFTStageConfig, "reward_model": RewardModelStageConfig}
 TRAINER_MODULES = {TRAINER_CONFIGS[stage.kind]: stage.module  # whose trainer_arguments builds TRL's config
                    for stage in STAGES.values() if stage.kind in TRAINER_CONFIGS}
-# Data sets the main line reads, beyond the evaluation sets.
-TRAINING_SETS = ("rl_prompts", "cold_start", "general", "rl_general", "preferences_helpful", "preferences_harmless")
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -206,17 +204,18 @@ def compute_errors(config: dict) -> list[str]:
 
 
 def data_errors(config: dict) -> list[str]:
-    """A hub config must name every data set that some stage reads."""
-    hub = config.get("data", {}).get("hub")
-    if hub is None:
-        return []
-    needed = [name for name in TRAINING_SETS if name != "cold_start" or cold_start_source(config) == "dataset"]
-    needed += list(config.get("evaluation", {}).get("sets", {}).values())
-    models = [config.get("base", {})] + list(config.get("distill", {}).get("students", {}).values())
-    if any("build" in model for model in models):
-        needed.append("pretrain")
-    missing = [name for name in needed if name not in hub["sets"]]
-    return [f"data.hub.sets has no '{name}' (a stage reads it)" for name in missing]
+    """Every local source is there and of a type it can be read as. (A set that no rule makes is named when a
+    planned job reads it: rules/common.smk, data_input.)"""
+    errors = []
+    for stem, sources in config.get("data", {}).get("hub", {}).get("sets", {}).items():
+        for index, source in enumerate(sources):
+            try:
+                local = local_path(source["path"])
+                if local is not None and local.is_file():
+                    check_file_type(local)
+            except SourceError as error:
+                errors.append(f"data.hub.sets.{stem}[{index}].path: {error}")
+    return errors
 
 
 def cross_field_errors(config: dict) -> list[str]:
@@ -278,9 +277,6 @@ def tracker_errors(config: dict) -> list[str]:
             f"would fail): use tensorboard, or add {TRACKERS[name]} to the locks (containers/lock.py says how)"
             for name in config.get("tracking", {}).get("report_to", [])
             if importlib.util.find_spec(TRACKERS[name]) is None]
-
-
-LOCAL_PATH_PREFIXES = ("/", "./", "../", "~")  # a name_or_path written as a path is never a hub id
 
 
 def pretrained_models(config: dict) -> dict[str, str]:

