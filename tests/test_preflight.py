@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from stages import preflight
+from stages.lib.settings import deep_update
 from tests.snakemake_helpers import FAKE_APPTAINER_DIR, REPO
 
 REAL_CONFIGS = ["qwen2.5-1.5b", "qwen2.5-7b", "paper"]
@@ -239,7 +240,7 @@ def test_a_changed_gpu_count_shows_the_batch_it_changes_and_the_accumulation_tha
     batch changes instead."""
     shipped = yaml.safe_load((REPO / "configs" / "qwen2.5-1.5b.yaml").read_text())
     planned = {"r1_zero", "cold_start_sft", "evaluate"}
-    config = preflight.deep_update(shipped, {"compute": {"r1_zero": {"gpu": 4}, "cold_start_sft": {"gpu": 4},
+    config = deep_update(shipped, {"compute": {"r1_zero": {"gpu": 4}, "cold_start_sft": {"gpu": 4},
                                                          "final_rl": {"gpu": 4}}})
     assert preflight.batch_warnings(config, shipped, "shipped.yaml", planned) == [
         "r1_zero: 16 completions per GPU per micro-step (512 over 4 training processes x gradient_accumulation_steps "
@@ -247,13 +248,13 @@ def test_a_changed_gpu_count_shows_the_batch_it_changes_and_the_accumulation_tha
         "cold_start_sft: global batch 32 (2 examples per GPU per micro-step x 4 GPUs x gradient_accumulation_steps "
         "4), 64 on the 8 GPUs of shipped.yaml: cold_start_sft.gradient_accumulation_steps: 8 keeps 64"]
     # followed: nothing to say; and the reward models, one section per kind
-    kept = preflight.deep_update(config, {"r1_zero": {"gradient_accumulation_steps": 16},
+    kept = deep_update(config, {"r1_zero": {"gradient_accumulation_steps": 16},
                                           "cold_start_sft": {"gradient_accumulation_steps": 8},
                                           "compute": {"reward_model": {"gpu": 16}}})
     assert [warning.split(":")[0] for warning in preflight.batch_warnings(kept, shipped, "shipped.yaml", {
         "r1_zero", "cold_start_sft", "reward_model"})] == ["reward_model.helpful", "reward_model.harmless"]
     # 128 GPUs at gradient_accumulation_steps 1: 4 completions each, and no accumulation keeps 8 (512 / 128 / 8 < 1)
-    wide = preflight.deep_update(shipped, {"compute": {"r1_zero": {"gpu": 8, "nodes": 16}},
+    wide = deep_update(shipped, {"compute": {"r1_zero": {"gpu": 8, "nodes": 16}},
                                            "r1_zero": {"gradient_accumulation_steps": 1}})
     assert preflight.batch_warnings(wide, shipped, "shipped.yaml", {"r1_zero"})[0].endswith(
         "no gradient_accumulation_steps keeps 8 on 128")

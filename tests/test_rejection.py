@@ -80,7 +80,7 @@ def test_the_step_check_is_the_configs_choice_and_reads_math_only(small_data_dir
                                            solution="", domain="code")]
     rows[1]["tests"] = json.dumps([{"input": "", "output": "5\n"}])
     general = small_data_dir / "general.parquet"
-    config = rejection_sampling.RejectionConfig(shards=[], general_data=str(general), output_dir="", targets=[],
+    config = rejection_sampling.RejectionConfig(shards=[], general_data=str(general), output_dir="out", targets=[],
                                                 allow_rlimit_only=True)
     checked = rejection_sampling.Filters(dataclasses.replace(config, check_steps=True))
     unchecked = rejection_sampling.Filters(config)

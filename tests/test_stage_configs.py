@@ -98,7 +98,7 @@ def test_the_rejection_filters_and_judge_sections_are_the_rejection_stage_s_flag
 
 
 @pytest.mark.parametrize("path, config_class, wired", [
-    ("properties.data.properties.tiny", TinyDataConfig, {"output_dir", "seed"}),
+    ("properties.data.properties.tiny", TinyDataConfig, {"output_dir", "seed", "sets"}),
     ("$defs.build", None, set()),
 ])
 def test_data_and_pre_training_sections_are_their_stage_s_flags(path, config_class, wired):

@@ -141,7 +141,8 @@ def test_the_tiny_dag_runs_end_to_end(tmp_path, venv_env):
     page = (run / "report" / "report.html").read_text()
     assert page.count('src="data:image/png;base64,') == 8, "curves of every training stage, embedded"
     assert "SFT mixture (rejection sampling)" in page and "Reward models" in page
-    assert "| Dev2 (reasoning RL) | Dev1 (cold-start SFT) | 2 prompts x 2 samples a step | 2 |" in table
+    assert ("| Dev2 (reasoning RL) | Dev1 (cold-start SFT) | 2 prompts x 2 samples a step | accuracy 1, code 1, "
+            "format 1, language 1 | 2 |") in table
     assert "| Dev3 (SFT on the mixture) | Base |" in table and \
         "| Distilled small | Student small (undistilled) |" in table
     # two sampled completions with their prompts, and the per-level row
