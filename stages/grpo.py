@@ -32,6 +32,7 @@ from stages.lib.stop_tokens import split_stop_strings, stop_token_ids
 from stages.lib.templates import ResponseFormat, reasoning_prefill, response_format
 from stages.lib.training import (
     StopOnSignal,
+    WallTimeInCheckpoints,
     claim_work_dir,
     log_progress,
     process_device,
@@ -269,7 +270,7 @@ def main(argv=None):
     # This stage's sampling also stops at its template's one-token stop strings (</answer>); the published
     # model's generation config names only the template's end tokens (save_model_for_publication).
     model.generation_config.eos_token_id = stop_token_ids(tokenizer) + extra_stop_ids
-    stop = StopOnSignal()
+    stop, timing = StopOnSignal(), WallTimeInCheckpoints()
     snapshots = ReferenceSnapshots(config.work_dir, args.ref_model_sync_steps) if args.sync_ref_model else None
     checkpoint = resume_checkpoint(config.work_dir)
     if snapshots:
@@ -280,7 +281,7 @@ def main(argv=None):
             model.config._name_or_path = reference
     trainer = GRPOTrainer(model=model, reward_funcs=reward_functions, args=args, train_dataset=dataset,
                           processing_class=tokenizer,
-                          callbacks=[stop, StageMetrics(accuracy, phase_start), *filter(None, [snapshots])])
+                          callbacks=[stop, timing, StageMetrics(accuracy, phase_start), *filter(None, [snapshots])])
     model.config._name_or_path = config.model_path
     if snapshots:
         snapshots.trainer = trainer
@@ -290,7 +291,8 @@ def main(argv=None):
 
     if not save_model_for_publication(trainer, tokenizer, config.output_dir):
         return  # another process of a multi-GPU run: the main one publishes
-    with staged_output(config.output_dir, config.stage, config, inputs, fresh=False) as (scratch, headline):
+    with staged_output(config.output_dir, config.stage, config, inputs, fresh=False,
+                       resumed=timing.resumed) as (scratch, headline):
         history = write_training_metrics(trainer, scratch)
         plot_training_curves(history, scratch / "training_curves.png", title=config.stage)
         steps = [row for row in history if "reward" in row]

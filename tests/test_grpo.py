@@ -243,3 +243,6 @@ def test_a_resumed_run_keeps_the_reference_an_uninterrupted_run_has(tiny_model_d
     whole, resumed = kl_by_step("whole"), kl_by_step("resumed")
     assert whole[4] > 0 and whole[2] != whole[4]  # the KL moves: a wrong reference would show
     assert resumed == pytest.approx(whole, rel=1e-5, abs=1e-9)
+    # its manifest's wall time counts the stopped attempt's, which checkpoint-3 recorded
+    timing = json.loads((tmp_path / "resumed" / "manifest.json").read_text())["wall_time_counts"]
+    assert "plus the earlier attempts' up to checkpoint-3" in timing, timing

@@ -66,6 +66,44 @@ def code_version() -> str:
         return "unknown"
 
 
+IMPORTED_AT = time.time()  # where /proc cannot say when the process started
+
+
+def process_started(pid: int) -> str | None:
+    """A process's start time in clock ticks since boot (/proc), which tells it from a later one with its pid."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def process_started_at() -> float:
+    """When this process started (epoch seconds): its start after boot against the seconds since boot now.
+    Where /proc is absent, when this module was imported."""
+    try:
+        since_boot = int(process_started(os.getpid())) / os.sysconf("SC_CLK_TCK")
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, TypeError, ValueError):
+        return IMPORTED_AT
+    return time.time() - (uptime - since_boot)
+
+
+def wall_time(resumed: dict | None = None) -> dict:
+    """The manifest's wall time and what it counts: this process's, from its start (imports, loading, the work,
+    saving) to publishing; a stage resumed from a checkpoint (`resumed`: its name and the wall time it recorded,
+    or None) adds the earlier attempts' time up to that checkpoint. The time an attempt spent after its last
+    checkpoint is redone by the next, so it is not counted."""
+    seconds = time.time() - process_started_at()
+    counts = "this process, from its start to publishing"
+    if resumed and resumed.get("wall_time_s") is not None:
+        counts += (f" ({seconds:.0f} s), plus the earlier attempts' up to {resumed['checkpoint']}, which it resumed "
+                   f"from ({resumed['wall_time_s']:.0f} s)")
+        seconds += resumed["wall_time_s"]
+    elif resumed:
+        counts += f"; it resumed from {resumed['checkpoint']}, which recorded no earlier attempts' time"
+    return {"wall_time_s": round(seconds, 2), "wall_time_counts": counts}
+
+
 def package_versions() -> dict[str, str]:
     versions = {}
     for name in PACKAGES:
@@ -87,16 +125,17 @@ def partial_dir(output_dir: str | os.PathLike) -> Path:
 
 
 @contextmanager
-def staged_output(output_dir: str | os.PathLike, stage: str, config, inputs: dict[str, str], fresh: bool = True):
+def staged_output(output_dir: str | os.PathLike, stage: str, config, inputs: dict[str, str], fresh: bool = True,
+                  resumed: dict | None = None):
     """Yields a scratch directory and a `headline` dict; on success writes the manifest into it
     and renames it to `output_dir`. On failure the scratch directory stays for inspection.
-    `fresh=False` keeps what is already in the scratch directory (a model saved into it first)."""
+    `fresh=False` keeps what is already in the scratch directory (a model saved into it first); `resumed`: the
+    checkpoint a training stage resumed from (wall_time)."""
     output_dir = Path(output_dir)
     partial = partial_dir(output_dir)
     if fresh:
         shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True, exist_ok=not fresh)
-    started = time.time()
     headline: dict = {}
     yield partial, headline
     manifest = {
@@ -106,7 +145,7 @@ def staged_output(output_dir: str | os.PathLike, stage: str, config, inputs: dic
         "code_version": code_version(),
         "packages": package_versions(),
         "python": sys.executable,  # which environment or container image ran the stage
-        "wall_time_s": round(time.time() - started, 2),
+        **wall_time(resumed),
         "metrics": headline,
     }
     text = json.dumps(manifest, indent=2, default=str)
