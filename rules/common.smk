@@ -7,7 +7,7 @@ import sys
 
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
-from stages.lib.artifacts import MIXTURE, code_version
+from stages.lib.artifacts import MIXTURE, code_patch_file, code_version, write_once
 from stages.lib.config_checks import command_line_errors, cross_field_errors, schema_errors
 from stages.lib.configs import GRPOStageConfig, default_of
 from stages.lib.hub import pin_revisions
@@ -48,11 +48,21 @@ RUN_DIR = os.path.join(config["results_dir"], config["run_name"])
 IN_CONTAINERS = DeploymentMethod.APPTAINER in workflow.deployment_settings.deployment_method
 OWN_PATH = "" if IN_CONTAINERS else f" PATH={shlex.quote(os.path.dirname(sys.executable))}:$PATH"
 PYTHONPATH_TAIL = "${{PYTHONPATH:+:$PYTHONPATH}}"  # doubled braces: Snakemake formats the prefix too
+CODE_VERSION = code_version()
+# A dirty checkout's changes: a patch in the run's folder, written when jobs start (a dry run writes none),
+# which every manifest of this plan names (R1_CODE_PATCH).
+CODE_PATCH, CODE_CHANGES = code_patch_file(RUN_DIR) if CODE_VERSION.endswith("-dirty") else (None, "")
 shell.prefix(
     "set -euo pipefail; export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1"
-    f" R1_CODE_VERSION={shlex.quote(code_version())} PYTHONPATH={shlex.quote(workflow.basedir)}"
-    f"{PYTHONPATH_TAIL}{OWN_PATH}; "
+    f" R1_CODE_VERSION={shlex.quote(CODE_VERSION)}"
+    + (f" R1_CODE_PATCH={shlex.quote(str(CODE_PATCH))}" if CODE_PATCH else "")
+    + f" PYTHONPATH={shlex.quote(workflow.basedir)}{PYTHONPATH_TAIL}{OWN_PATH}; "
 )
+
+
+onstart:
+    if CODE_PATCH:
+        write_once(CODE_PATCH, CODE_CHANGES)
 ONLINE = "env -u HF_HUB_OFFLINE -u HF_DATASETS_OFFLINE -u TRANSFORMERS_OFFLINE"
 
 

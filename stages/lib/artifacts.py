@@ -52,18 +52,63 @@ def path_digest(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
+CHECKOUT = Path(__file__).resolve().parents[2]
+CODE_FOLDERS = ("stages", "configs", "rules")  # where an untracked file is code or settings a run may have used
+CODE_PATCH = "code.patch"  # beside the manifest of a stage run by hand in a dirty checkout
+
+
+def git(*args: str) -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(CHECKOUT), *args], capture_output=True, text=True, timeout=30)
+        return out.stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
 def code_version() -> str:
     """The checkout's git version; the workflow passes its own in R1_CODE_VERSION, since a job in a
     container image has no git."""
     if os.environ.get("R1_CODE_VERSION"):
         return os.environ["R1_CODE_VERSION"]
-    root = Path(__file__).resolve().parents[2]
-    try:
-        out = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty"],
-                             capture_output=True, text=True, timeout=10)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
+    return git("describe", "--always", "--dirty").strip() or "unknown"
+
+
+def uncommitted_changes() -> str:
+    """What a `-dirty` code version ran: the checkout's changes to tracked files (`git diff HEAD`, which
+    `git apply` takes) after a preamble naming each untracked file of the code's folders with its sha256."""
+    untracked = git("ls-files", "--others", "--exclude-standard", "-z", "--", *CODE_FOLDERS).split("\0")
+    preamble = "".join(f"# untracked: {name} sha256 {file_digest(CHECKOUT / name)}\n" for name in untracked if name)
+    return preamble + git("diff", "HEAD", "--binary")
+
+
+def code_patch_file(run_dir: str | os.PathLike) -> tuple[Path, str]:
+    """Where the checkout's uncommitted changes go in the run's folder, and the patch: named by the code version
+    and the patch's content (one file per state of the checkout: an earlier manifest's patch stays as it was)."""
+    text = uncommitted_changes()
+    return Path(run_dir) / "code" / f"{code_version()}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.patch", text
+
+
+def write_once(path: Path, text: str) -> None:
+    """A content-named file, written whole (a reader never sees half of it) unless it is there already."""
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(path.name + ".partial")
+    scratch.write_text(text)
+    scratch.rename(path)
+
+
+def code_patch(output_dir: Path, scratch: Path) -> dict:
+    """The manifest's `code_patch` where the code version is `-dirty`: the patch of the changes it ran and its
+    sha256. The workflow writes one per run and state of the checkout and names it in R1_CODE_PATCH; a stage
+    run by hand writes its own beside its manifest."""
+    if not code_version().endswith("-dirty"):
+        return {}
+    if os.environ.get("R1_CODE_PATCH"):
+        path = Path(os.environ["R1_CODE_PATCH"])
+        return {"code_patch": {"path": str(path), "sha256": file_digest(path)}}
+    (scratch / CODE_PATCH).write_text(uncommitted_changes())
+    return {"code_patch": {"path": str(output_dir / CODE_PATCH), "sha256": file_digest(scratch / CODE_PATCH)}}
 
 
 IMPORTED_AT = time.time()  # where /proc cannot say when the process started
@@ -143,6 +188,7 @@ def staged_output(output_dir: str | os.PathLike, stage: str, config, inputs: dic
         "inputs": {name: {"path": str(p), "sha256": path_digest(p)} for name, p in inputs.items()},
         "config": _jsonable(config),
         "code_version": code_version(),
+        **code_patch(output_dir, partial),
         "packages": package_versions(),
         "python": sys.executable,  # which environment or container image ran the stage
         **wall_time(resumed),
