@@ -11,7 +11,7 @@ from stages.lib.artifacts import MIXTURE, code_patch_file, code_version, write_o
 from stages.lib.config_checks import command_line_errors, cross_field_errors, schema_errors
 from stages.lib.configs import GRPOStageConfig, default_of
 from stages.lib.hub import pin_revisions
-from stages.lib.recipe import REWARD_MODEL_KINDS, STAGES, template_of
+from stages.lib.recipe import REWARD_MODEL_KINDS, STAGES, stage_of, template_of
 from stages.lib.save_lead import DEFAULT_WRITE_GB_S, parameter_count, save_lead_s, step_seconds
 from stages.lib.settings import (cold_start_source, compute_settings, container_images, job_wall_hours, settings_at,
                                  uses_launcher)
@@ -354,6 +354,42 @@ def stage_outputs(*kinds):
 
 def distilled_students():
     return [STAGES["distill"].output.format(student=name) for name in config["distill"]["students"]]
+
+
+def stage_reads(output):
+    """The stage outputs a stage's job reads, as its rule's inputs name them: none for an artifact the config
+    brings (start_from) or a model pre-trained elsewhere (a published one)."""
+    if output in START_FROM:
+        return []
+    try:
+        stage, values = stage_of(output)
+    except KeyError:
+        return []
+    reward_models = [STAGES["reward_model"].output.format(kind=kind) for kind in REWARD_MODEL_KINDS]
+    return {
+        "r1_zero": ["base"],
+        "cold_start_samples": ["r1_zero"],
+        "cold_start_data": ["cold_start_samples"],
+        "cold_start_sft": ["base"] + ["cold_start_data"] * (COLD_START_SOURCE == "r1_zero"),
+        "reasoning_rl": ["cold_start_sft"],
+        "generate": ["reasoning_rl"],
+        "rejection_sampling": ["generate"],
+        "mixture_sft": [config["mixture_sft"]["init"], "rejection_sampling"],
+        "reward_model": [config["reward_model"]["init"]],
+        "final_rl": ["mixture_sft", *reward_models],
+        "distill": [student_base(values.get("student", "")), "rejection_sampling"],
+    }.get(stage.name, [])
+
+
+def needed_for(outputs):
+    """These stage outputs and every one they are made from."""
+    needed, pending = set(), list(outputs)
+    while pending:
+        output = pending.pop()
+        if output not in needed:
+            needed.add(output)
+            pending += stage_reads(output)
+    return needed
 
 
 def eval_set_files():
