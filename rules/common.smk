@@ -26,7 +26,7 @@ if CONFIG_ERRORS:
 pin_revisions(config)  # hub_revisions into each source and model of a pinned id: what the rules pass on
 START_FROM = config.get("start_from", {})
 if START_FROM:
-    from stages.lib.start_from import artifact_problems
+    from stages.lib.start_from import artifact_problems, link_brought
 
     ARTIFACT_ERRORS = [problem for stage, path in START_FROM.items() for problem in artifact_problems(stage, path)]
     if ARTIFACT_ERRORS:
@@ -79,7 +79,11 @@ def work_dir(stage):
 def artifact(stage):
     """A stage's output as the stages after it read it: the user's own artifact when the config brings
     one (`start_from`), which takes the stage and everything only it needed out of the DAG."""
-    return START_FROM.get(stage, result(stage))
+    return BROUGHT.get(stage, result(stage))
+
+
+# Each brought artifact through its link in the run's folder, renewed when its content changes (start_from.py)
+BROUGHT = {stage: link_brought(path, result("start_from", stage)) for stage, path in START_FROM.items()}
 
 
 def log_file(stage):

@@ -70,3 +70,19 @@ def test_manifests_name_the_patch_of_a_dirty_code_version(dirty_checkout, tmp_pa
     with artifacts.staged_output(tmp_path / "clean", "test", {}, {}):
         pass
     assert "code_patch" not in json.loads((tmp_path / "clean" / "manifest.json").read_text())
+
+
+def test_an_input_read_through_a_link_records_where_it_links_to(tmp_path):
+    """A brought artifact is read through the run's link (start_from.link_brought): the manifest and the model
+    card keep the user's own path."""
+    from stages.lib.start_from import link_brought
+
+    mine = tmp_path / "my-dev1"
+    mine.mkdir()
+    (mine / "config.json").write_text("{}")
+    link = link_brought(str(mine), tmp_path / "run" / "start_from" / "cold_start_sft")
+    with artifacts.staged_output(tmp_path / "dev2", "reasoning_rl", {}, {"model": link}) as (scratch, _):
+        (scratch / "config.json").write_text("{}")
+    model = json.loads((tmp_path / "dev2" / "manifest.json").read_text())["inputs"]["model"]
+    assert model["path"] == link and model["links_to"] == str(mine)
+    assert f"- model: `{link}` → `{mine}` (sha256 " in (tmp_path / "dev2" / "README.md").read_text()

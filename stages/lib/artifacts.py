@@ -169,6 +169,14 @@ def partial_dir(output_dir: str | os.PathLike) -> Path:
     return output_dir.with_name(output_dir.name + ".partial")
 
 
+def input_record(path: str | os.PathLike) -> dict:
+    """An input's path and sha256, and where it links to (a brought artifact, read through the run's link)."""
+    record = {"path": str(path), "sha256": path_digest(path)}
+    if os.path.islink(path):
+        record["links_to"] = os.path.realpath(path)
+    return record
+
+
 @contextmanager
 def staged_output(output_dir: str | os.PathLike, stage: str, config, inputs: dict[str, str], fresh: bool = True,
                   resumed: dict | None = None):
@@ -185,7 +193,7 @@ def staged_output(output_dir: str | os.PathLike, stage: str, config, inputs: dic
     yield partial, headline
     manifest = {
         "stage": stage,
-        "inputs": {name: {"path": str(p), "sha256": path_digest(p)} for name, p in inputs.items()},
+        "inputs": {name: input_record(p) for name, p in inputs.items()},
         "config": _jsonable(config),
         "code_version": code_version(),
         **code_patch(output_dir, partial),

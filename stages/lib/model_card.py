@@ -61,8 +61,8 @@ print(tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_token
 
 def model_card(manifest: dict) -> str:
     stage, config = manifest["stage"], manifest.get("config", {})
-    inputs = "\n".join(f"- {name}: `{item['path']}` (sha256 {item['sha256'][:12]})"
-                       for name, item in manifest.get("inputs", {}).items())
+    inputs = "\n".join(f"- {name}: `{item['path']}`" + (f" → `{item['links_to']}`" if "links_to" in item else "")
+                       + f" (sha256 {item['sha256'][:12]})" for name, item in manifest.get("inputs", {}).items())
     settings = "\n".join(f"- {key}: {json.dumps(config[key])}" for key in SETTINGS if key in config)
     metrics = "\n".join(f"- {key}: {json.dumps(value)}" for key, value in manifest.get("metrics", {}).items())
     return f"""# {paper_name(stage)}
