@@ -7,13 +7,13 @@ import sys
 
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
-from stages.lib.artifacts import MIXTURE, code_version
+from stages.lib.artifacts import MIXTURE, code_patch_file, code_version, write_once
 from stages.lib.config_checks import command_line_errors, cross_field_errors, schema_errors
 from stages.lib.data.schema import FILES as TINY_DATA_FILES
 from stages.lib.data.sources import local_files, local_path
 from stages.lib.configs import GRPOStageConfig, default_of
 from stages.lib.hub import pin_revisions
-from stages.lib.recipe import REWARD_MODEL_KINDS, STAGES, template_of
+from stages.lib.recipe import REWARD_MODEL_KINDS, STAGES, stage_of, template_of
 from stages.lib.rewards.external import source_file
 from stages.lib.rewards.registry import is_reference
 from stages.lib.save_lead import DEFAULT_WRITE_GB_S, parameter_count, save_lead_s, step_seconds
@@ -31,7 +31,7 @@ if CONFIG_ERRORS:
 pin_revisions(config)  # hub_revisions into each source and model of a pinned id: what the rules pass on
 START_FROM = config.get("start_from", {})
 if START_FROM:
-    from stages.lib.start_from import artifact_problems
+    from stages.lib.start_from import artifact_problems, link_brought
 
     ARTIFACT_ERRORS = [problem for stage, path in START_FROM.items() for problem in artifact_problems(stage, path)]
     if ARTIFACT_ERRORS:
@@ -53,11 +53,21 @@ RUN_DIR = os.path.join(config["results_dir"], config["run_name"])
 IN_CONTAINERS = DeploymentMethod.APPTAINER in workflow.deployment_settings.deployment_method
 OWN_PATH = "" if IN_CONTAINERS else f" PATH={shlex.quote(os.path.dirname(sys.executable))}:$PATH"
 PYTHONPATH_TAIL = "${{PYTHONPATH:+:$PYTHONPATH}}"  # doubled braces: Snakemake formats the prefix too
+CODE_VERSION = code_version()
+# A dirty checkout's changes: a patch in the run's folder, written when jobs start (a dry run writes none),
+# which every manifest of this plan names (R1_CODE_PATCH).
+CODE_PATCH, CODE_CHANGES = code_patch_file(RUN_DIR) if CODE_VERSION.endswith("-dirty") else (None, "")
 shell.prefix(
     "set -euo pipefail; export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1"
-    f" R1_CODE_VERSION={shlex.quote(code_version())} PYTHONPATH={shlex.quote(workflow.basedir)}"
-    f"{PYTHONPATH_TAIL}{OWN_PATH}; "
+    f" R1_CODE_VERSION={shlex.quote(CODE_VERSION)}"
+    + (f" R1_CODE_PATCH={shlex.quote(str(CODE_PATCH))}" if CODE_PATCH else "")
+    + f" PYTHONPATH={shlex.quote(workflow.basedir)}{PYTHONPATH_TAIL}{OWN_PATH}; "
 )
+
+
+onstart:
+    if CODE_PATCH:
+        write_once(CODE_PATCH, CODE_CHANGES)
 ONLINE = "env -u HF_HUB_OFFLINE -u HF_DATASETS_OFFLINE -u TRANSFORMERS_OFFLINE"
 
 
@@ -74,7 +84,11 @@ def work_dir(stage):
 def artifact(stage):
     """A stage's output as the stages after it read it: the user's own artifact when the config brings
     one (`start_from`), which takes the stage and everything only it needed out of the DAG."""
-    return START_FROM.get(stage, result(stage))
+    return BROUGHT.get(stage, result(stage))
+
+
+# Each brought artifact through its link in the run's folder, renewed when its content changes (start_from.py)
+BROUGHT = {stage: link_brought(path, result("start_from", stage)) for stage, path in START_FROM.items()}
 
 
 def log_file(stage):
@@ -429,6 +443,42 @@ def stage_outputs(*kinds):
 
 def distilled_students():
     return [STAGES["distill"].output.format(student=name) for name in config["distill"]["students"]]
+
+
+def stage_reads(output):
+    """The stage outputs a stage's job reads, as its rule's inputs name them: none for an artifact the config
+    brings (start_from) or a model pre-trained elsewhere (a published one)."""
+    if output in START_FROM:
+        return []
+    try:
+        stage, values = stage_of(output)
+    except KeyError:
+        return []
+    reward_models = [STAGES["reward_model"].output.format(kind=kind) for kind in REWARD_MODEL_KINDS]
+    return {
+        "r1_zero": ["base"],
+        "cold_start_samples": ["r1_zero"],
+        "cold_start_data": ["cold_start_samples"],
+        "cold_start_sft": ["base"] + ["cold_start_data"] * (COLD_START_SOURCE == "r1_zero"),
+        "reasoning_rl": ["cold_start_sft"],
+        "generate": ["reasoning_rl"],
+        "rejection_sampling": ["generate"],
+        "mixture_sft": [config["mixture_sft"]["init"], "rejection_sampling"],
+        "reward_model": [config["reward_model"]["init"]],
+        "final_rl": ["mixture_sft", *reward_models],
+        "distill": [student_base(values.get("student", "")), "rejection_sampling"],
+    }.get(stage.name, [])
+
+
+def needed_for(outputs):
+    """These stage outputs and every one they are made from."""
+    needed, pending = set(), list(outputs)
+    while pending:
+        output = pending.pop()
+        if output not in needed:
+            needed.add(output)
+            pending += stage_reads(output)
+    return needed
 
 
 def eval_set_files(wildcards):

@@ -27,6 +27,7 @@ from stages.lib.stop_tokens import END_OF_TEXT, stop_token_ids
 from stages.lib.tokenizer import train_tokenizer
 from stages.lib.training import (
     StopOnSignal,
+    WallTimeInCheckpoints,
     claim_work_dir,
     log_progress,
     resume_checkpoint,
@@ -106,16 +107,17 @@ def main(argv=None):
         weight_decay=0.1, output_dir=config.work_dir, seed=config.seed, save_steps=config.save_steps,
         logging_steps=config.logging_steps, **workflow_trainer_defaults())
     collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)
-    stop = StopOnSignal()
+    stop, timing = StopOnSignal(), WallTimeInCheckpoints()
     trainer = Trainer(model=model, args=args, train_dataset=blocks, data_collator=collator,
-                      processing_class=tokenizer, callbacks=[stop])
+                      processing_class=tokenizer, callbacks=[stop, timing])
     log_progress(trainer)
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
     stop.exit_unless_done(trainer)
 
     if not save_model_for_publication(trainer, tokenizer, config.output_dir):
         return  # another process of a multi-GPU run: the main one publishes
-    with staged_output(config.output_dir, config.stage, config, inputs, fresh=False) as (scratch, headline):
+    with staged_output(config.output_dir, config.stage, config, inputs, fresh=False,
+                       resumed=timing.resumed) as (scratch, headline):
         history = write_training_metrics(trainer, scratch)
         losses = [row["loss"] for row in history if "loss" in row]
         headline.update({"parameters": n_params, "corpus_tokens": len(blocks) * config.block_size,

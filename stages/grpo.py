@@ -6,9 +6,11 @@ and reasoning RL (Dev2: from Dev1, chat template, accuracy + format + language c
 
 Every knob is a field below with the paper's value in its help. Training curves (total reward, each
 reward's mean, completion length, KL, clip ratio, share of groups whose rewards all tie) go to
-metrics.jsonl and training_curves.png.
+metrics.jsonl and training_curves.png; a few sampled completions per logging step, with each reward, to
+completions.jsonl.
 """
 
+import json
 import math
 import os
 import random
@@ -33,6 +35,7 @@ from stages.lib.stop_tokens import split_stop_strings, stop_token_ids
 from stages.lib.templates import ResponseFormat, reasoning_prefill, response_format
 from stages.lib.training import (
     StopOnSignal,
+    WallTimeInCheckpoints,
     claim_work_dir,
     log_progress,
     process_device,
@@ -150,6 +153,43 @@ class StageMetrics(TrainerCallback):
         logs.update(extra)
         if state.log_history:  # the Trainer stored its copy of `logs` before calling back
             state.log_history[-1].update(extra)
+
+
+COMPLETIONS = "completions.jsonl"
+COMPLETIONS_PER_LOG = 4  # sampled completions kept per logging step: the first of the latest rollout (a group)
+
+
+def finite(value: float) -> float | None:
+    return None if math.isnan(value) else value  # a reward that skips a prompt logs NaN; JSON has no NaN
+
+
+class SampledCompletions(TrainerCallback):
+    """Every logging step, a few of the latest rollout's completions with their prompt and each reward, in
+    <work_dir>/completions.jsonl, whatever the tracker (TRL logs them only to W&B or trackio): the file grows
+    while the stage trains and follows a resumed run (rows after its checkpoint are dropped, as they are
+    sampled again); the stage publishes it beside metrics.jsonl. They come from the trainer's `_logs`, the
+    rollout TRL gathers from every process for its own completion tables."""
+
+    def __init__(self, work_dir: str, per_log: int = COMPLETIONS_PER_LOG):
+        self.path, self.per_log = Path(work_dir) / COMPLETIONS, per_log
+        self.trainer = None  # set once the trainer exists
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero and self.path.exists():
+            kept = [line for line in self.path.read_text().splitlines()
+                    if line.strip() and json.loads(line)["step"] <= state.global_step]
+            self.path.write_text("".join(line + "\n" for line in kept))
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs or "train_runtime" in logs:  # the summary at the end
+            return
+        rollout = self.trainer._logs
+        rows = [{"step": state.global_step, "prompt": rollout["prompt"][i], "completion": rollout["completion"][i],
+                 "rewards": {name: finite(values[i]) for name, values in rollout["rewards"].items()},
+                 "advantage": rollout["advantages"][i]}
+                for i in range(min(self.per_log, len(rollout["prompt"])))]
+        with self.path.open("a") as f:
+            f.writelines(json.dumps(row) + "\n" for row in rows)
 
 
 REFERENCE_PREFIX = "reference-"
@@ -274,7 +314,7 @@ def main(argv=None):
     # This stage's sampling also stops at its template's one-token stop strings (</answer>); the published
     # model's generation config names only the template's end tokens (save_model_for_publication).
     model.generation_config.eos_token_id = stop_token_ids(tokenizer) + extra_stop_ids
-    stop = StopOnSignal()
+    stop, timing, samples = StopOnSignal(), WallTimeInCheckpoints(), SampledCompletions(config.work_dir)
     snapshots = ReferenceSnapshots(config.work_dir, args.ref_model_sync_steps) if args.sync_ref_model else None
     checkpoint = resume_checkpoint(config.work_dir)
     if snapshots:
@@ -285,8 +325,10 @@ def main(argv=None):
             model.config._name_or_path = reference
     trainer = GRPOTrainer(model=model, reward_funcs=reward_functions, args=args, train_dataset=dataset,
                           processing_class=tokenizer,
-                          callbacks=[stop, StageMetrics(accuracy, phase_start), *filter(None, [snapshots])])
+                          callbacks=[stop, timing, samples, StageMetrics(accuracy, phase_start),
+                                     *filter(None, [snapshots])])
     model.config._name_or_path = config.model_path
+    samples.trainer = trainer
     if snapshots:
         snapshots.trainer = trainer
     log_progress(trainer)
@@ -295,8 +337,11 @@ def main(argv=None):
 
     if not save_model_for_publication(trainer, tokenizer, config.output_dir):
         return  # another process of a multi-GPU run: the main one publishes
-    with staged_output(config.output_dir, config.stage, config, inputs, fresh=False) as (scratch, headline):
+    with staged_output(config.output_dir, config.stage, config, inputs, fresh=False,
+                       resumed=timing.resumed) as (scratch, headline):
         history = write_training_metrics(trainer, scratch)
+        if samples.path.exists():  # none when no step was logged
+            shutil.copyfile(samples.path, scratch / COMPLETIONS)
         plot_training_curves(history, scratch / "training_curves.png", title=config.stage)
         steps = [row for row in history if "reward" in row]
         window = max(1, len(steps) // 10)

@@ -30,6 +30,7 @@ from stages.lib.data.schema import read_table
 from stages.lib.rewards.model_rewards import REWARD_STATS, score_responses
 from stages.lib.training import (
     StopOnSignal,
+    WallTimeInCheckpoints,
     claim_work_dir,
     log_progress,
     refuse_data_parallel,
@@ -86,9 +87,9 @@ def main(argv=None):
     accuracy_before = None
     if args.process_index == 0 and not is_deepspeed_zero3_enabled():  # once, on this process's device
         accuracy_before, _ = pairwise_accuracy(model.to(args.device).eval(), tokenizer, held_out, config.max_length)
-    stop = StopOnSignal()
+    stop, timing = StopOnSignal(), WallTimeInCheckpoints()
     trainer = RewardTrainer(model=model, args=args, train_dataset=conversational_pairs(train),
-                            processing_class=tokenizer, callbacks=[stop])
+                            processing_class=tokenizer, callbacks=[stop, timing])
     log_progress(trainer)
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
     stop.exit_unless_done(trainer)
@@ -98,7 +99,7 @@ def main(argv=None):
     if not save_model_for_publication(trainer, tokenizer, config.output_dir):
         return  # another process of a multi-GPU run: the main one publishes
     with staged_output(config.output_dir, f"reward_model_{config.kind}", config, inputs,
-                       fresh=False) as (scratch, headline):
+                       fresh=False, resumed=timing.resumed) as (scratch, headline):
         write_training_metrics(trainer, scratch)
         stats = {"mean": statistics.fmean(held_out_scores), "std": statistics.pstdev(held_out_scores) or 1.0,
                  "max_length": config.max_length}  # the window final RL scores with

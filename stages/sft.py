@@ -20,6 +20,7 @@ from stages.lib.configs import SFTStageConfig
 from stages.lib.data.schema import read_table
 from stages.lib.training import (
     StopOnSignal,
+    WallTimeInCheckpoints,
     claim_work_dir,
     log_progress,
     refuse_data_parallel,
@@ -111,15 +112,17 @@ def main(argv=None):
                                                  **context)
     if context:
         tokenizer.model_max_length = config.extend_context_to
-    stop = StopOnSignal()
-    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=[stop])
+    stop, timing = StopOnSignal(), WallTimeInCheckpoints()
+    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+                         callbacks=[stop, timing])
     log_progress(trainer)
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(config.work_dir))
     stop.exit_unless_done(trainer)
 
     if not save_model_for_publication(trainer, tokenizer, config.output_dir):
         return  # another process of a multi-GPU run: the main one publishes
-    with staged_output(config.output_dir, config.stage, config, inputs, fresh=False) as (scratch, headline):
+    with staged_output(config.output_dir, config.stage, config, inputs, fresh=False,
+                       resumed=timing.resumed) as (scratch, headline):
         history = write_training_metrics(trainer, scratch)
         losses = [row["loss"] for row in history if "loss" in row]
         headline.update({**counts,

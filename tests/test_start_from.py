@@ -102,3 +102,31 @@ def _without(model, tmp_path, filename):
     shutil.copytree(model, copy)
     (copy / filename).unlink()
     return str(copy)
+
+
+def test_a_brought_model_changed_in_place_reruns_what_reads_it(tmp_path, venv_env, brought):
+    """A copy of an earlier run's output carries Snakemake's `.snakemake_timestamp`, which dates the directory and
+    never moves when the weights beside it change: the run reads it through a link that is renewed when its
+    content changes."""
+    import os
+
+    from stages.lib.data.schema import FILES
+
+    model = tmp_path / "dev1-copied-from-a-run"
+    shutil.copytree(brought["model"], model)
+    (model / ".snakemake_timestamp").touch()
+    os.utime(model / ".snakemake_timestamp", (1e9, 1e9))  # the earlier run's date
+    config = write_config(tmp_path, merged(merged(TINY, FAST), {"start_from": {"cold_start_sft": str(model)}}))
+    for name in FILES:  # the rest of a finished run: its data, Dev2 and Dev2's evaluation
+        (tmp_path / "results" / "tiny" / "data").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "results" / "tiny" / "data" / f"{name}.parquet").touch()
+    (tmp_path / "results" / "tiny" / "data" / "manifest.json").touch()
+    (tmp_path / "results" / "tiny" / "eval" / "reasoning_rl").mkdir(parents=True)
+    (tmp_path / "results" / "tiny" / "reasoning_rl").mkdir()
+    snakemake(tmp_path, config, "--touch", "dev2", env=venv_env)
+    (model / "config.json").touch()  # a file's time alone: the content is the same, nothing reruns
+    assert "Nothing to be done" in snakemake(tmp_path, config, "-n", "dev2", env=venv_env).stdout
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-8] + bytes(8))  # new weights saved in place, the timestamp left
+    jobs = planned_jobs(snakemake(tmp_path, config, "-n", "dev2", env=venv_env).stdout)
+    assert {"reasoning_rl", "evaluate"} <= set(jobs), jobs

@@ -1,6 +1,7 @@
 """stages.lib.training: which checkpoint a rerun resumes from, and who owns the work directory when
 several processes train one model."""
 
+import json
 import threading
 import time
 
@@ -77,3 +78,43 @@ def _claim_as_main(work, fingerprint):
     work.mkdir(parents=True, exist_ok=True)
     write_stamp(work / "fingerprint.json", fingerprint)
 
+
+
+def test_a_manifests_wall_time_counts_the_stage_from_its_process_start(tmp_path, monkeypatch):
+    """Not only the publish step (a 516 s training once read 0.01 s): the process's start is the stage's."""
+    from stages.lib import artifacts
+
+    monkeypatch.setattr(artifacts, "process_started_at", lambda: time.time() - 100)
+    with artifacts.staged_output(tmp_path / "out", "test", {}, {}):
+        pass
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert 100 <= manifest["wall_time_s"] < 110
+    assert manifest["wall_time_counts"] == "this process, from its start to publishing"
+    assert 0 < time.time() - artifacts.process_started_at() < 24 * 3600  # /proc read: this test process's age
+
+
+def test_a_resumed_stage_adds_the_time_its_checkpoint_recorded(tmp_path, monkeypatch):
+    """Each checkpoint records the stage's wall time so far; a rerun resuming from it adds that, and says so."""
+    from types import SimpleNamespace
+
+    from stages.lib import artifacts
+    from stages.lib.training import WALL_TIME, WallTimeInCheckpoints
+
+    args = SimpleNamespace(output_dir=str(tmp_path))
+    monkeypatch.setattr(artifacts, "process_started_at", lambda: time.time() - 300)
+    first = WallTimeInCheckpoints()
+    first.on_train_begin(args, SimpleNamespace(global_step=0), None)
+    (tmp_path / "checkpoint-40").mkdir()
+    first.on_save(args, SimpleNamespace(global_step=40, is_world_process_zero=True), None)
+    assert 300 <= json.loads((tmp_path / "checkpoint-40" / WALL_TIME).read_text())["wall_time_s"] < 310
+
+    monkeypatch.setattr(artifacts, "process_started_at", lambda: time.time() - 50)  # the rerun, 50 s in
+    rerun = WallTimeInCheckpoints()
+    rerun.on_train_begin(args, SimpleNamespace(global_step=40), None)
+    timed = artifacts.wall_time(rerun.resumed)
+    assert 350 <= timed["wall_time_s"] < 360
+    assert "plus the earlier attempts' up to checkpoint-40" in timed["wall_time_counts"]
+    (tmp_path / "checkpoint-40" / WALL_TIME).unlink()  # a checkpoint saved before wall times were recorded
+    rerun.on_train_begin(args, SimpleNamespace(global_step=40), None)
+    assert "resumed from checkpoint-40, which recorded no earlier attempts' time" in \
+        artifacts.wall_time(rerun.resumed)["wall_time_counts"]

@@ -14,8 +14,15 @@ EXPECTED_PLAN = {"all": 1, "tiny_data": 1, "base": 2, "r1_zero": 1, "cold_start_
 
 
 def test_dry_run_of_the_embedded_tiny_config_lists_the_dag(tmp_path, venv_env):
-    done = snakemake(tmp_path, None, "-n", "all", env=venv_env)
+    done = snakemake(tmp_path, None, "-n", "-p", "all", env=venv_env)
     assert planned_jobs(done.stdout) == EXPECTED_PLAN
+    # the report shows every trained stage, the mixture and both reward models: the tiny config evaluates them all
+    (report,) = [job for job in planned_job_details(done.stdout) if job["rule"] == "report"]
+    trained = ("r1_zero", "cold_start_sft", "reasoning_rl", "mixture_sft", "reward_model_helpful",
+               "reward_model_harmless", "final_rl", "distill_small")
+    assert (f" --trained {' '.join(f'results/tiny/{stage}' for stage in trained)} --mixture "
+            "results/tiny/rejection_sampling --reward_models results/tiny/reward_model_helpful "
+            "results/tiny/reward_model_harmless ") in report["shell"], report["shell"]
 
 
 def test_a_cold_start_from_r1_zero_s_samples_is_two_jobs_between_r1_zero_and_dev1(tmp_path, venv_env):
@@ -296,3 +303,11 @@ def test_a_tiny_run_takes_one_set_from_a_local_file_and_reruns_what_reads_it_whe
     again = snakemake(tmp_path, config, "-n", "results/tiny/prepare_data/rl_prompts/manifest.json", env=venv_env)
     assert planned_jobs(again.stdout) == {"prepare_data": 1}
     assert "reason: Updated input files: mydata/my_rl.jsonl" in again.stdout
+
+def test_the_report_covers_what_the_config_evaluates(tmp_path, venv_env):
+    """evaluation.models [base, r1_zero]: the report needs the R1-Zero branch alone, and shows what it trained."""
+    config = write_config(tmp_path, merged(TINY, {"evaluation": {"models": ["base", "r1_zero"]}}))
+    plan = planned_job_details(snakemake(tmp_path, config, "-n", "-p", "report", env=venv_env).stdout)
+    assert sorted(job["rule"] for job in plan) == ["base", "evaluate", "evaluate", "r1_zero", "report", "tiny_data"]
+    (report,) = [job for job in plan if job["rule"] == "report"]
+    assert " --trained results/tiny/r1_zero --published " in report["shell"], report["shell"]  # no mixture, no RMs

@@ -70,8 +70,8 @@ def setting_line(key: str, config: dict) -> str:
 
 def model_card(manifest: dict) -> str:
     stage, config = manifest["stage"], manifest.get("config", {})
-    inputs = "\n".join(f"- {name}: `{item['path']}` (sha256 {item['sha256'][:12]})"
-                       for name, item in manifest.get("inputs", {}).items())
+    inputs = "\n".join(f"- {name}: `{item['path']}`" + (f" → `{item['links_to']}`" if "links_to" in item else "")
+                       + f" (sha256 {item['sha256'][:12]})" for name, item in manifest.get("inputs", {}).items())
     settings = "\n".join(setting_line(key, config) for key in SETTINGS if key in config)
     metrics = "\n".join(f"- {key}: {json.dumps(value)}" for key, value in manifest.get("metrics", {}).items())
     return f"""# {paper_name(stage)}

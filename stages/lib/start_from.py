@@ -1,11 +1,14 @@
 """Artifacts a user brings (`start_from: {stage: path}` in the config): checked before any job runs,
-so a wrong path or an incomplete model fails at once with the stage, the path and what is missing."""
+so a wrong path or an incomplete model fails at once with the stage, the path and what is missing; then linked
+into the run's folder, so that changing one in place reruns what reads it."""
 
+import json
+import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from stages.lib.artifacts import MIXTURE
+from stages.lib.artifacts import MIXTURE, path_digest
 from stages.lib.data.schema import SCHEMAS
 from stages.lib.recipe import brought
 
@@ -63,3 +66,36 @@ def artifact_problems(stage: str, path: str) -> list[str]:
     else:
         problems = model_problems(directory, reward_model=bringable[stage] == "reward_model")
     return [f"start_from.{stage}: {path}: {problem}" for problem in problems]
+
+
+def stat_signature(directory: str) -> list:
+    """Each file's name, size and modification time: what tells cheaply that nothing changed."""
+    return sorted([str(path.relative_to(directory)), path.stat().st_size, path.stat().st_mtime_ns]
+                  for path in Path(directory).rglob("*") if path.is_file())
+
+
+def link_brought(path: str, link: str | os.PathLike) -> str:
+    """The run's link to a brought artifact (results/<run>/start_from/<stage>), which the rules read it through.
+    Snakemake dates a directory by its `.snakemake_timestamp`, which a copy of an earlier run's output carries
+    and which never moves when the files beside it change, and dates a link by the later of its own time and
+    its target's. So the link is made anew (dated now) when the artifact's content (its sha256, as the manifests
+    record it) or its path changes, and what reads it reruns; otherwise it keeps its date. The digest is taken
+    again only when a file's name, size or time changed (`<link>.json` records them)."""
+    link = Path(link)
+    target, record = os.path.abspath(path), link.with_name(link.name + ".json")
+    known = json.loads(record.read_text()) if record.exists() else {}
+    signature = stat_signature(target)
+    linked = link.is_symlink() and os.readlink(link) == target and known.get("target") == target
+    if linked and known.get("stat") == signature:
+        return str(link)
+    digest = path_digest(target)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if not linked or known.get("sha256") != digest:
+        scratch = link.with_name(link.name + ".partial")
+        scratch.unlink(missing_ok=True)
+        scratch.symlink_to(target, target_is_directory=True)
+        os.replace(scratch, link)
+    scratch = record.with_name(record.name + ".partial")
+    scratch.write_text(json.dumps({"target": target, "sha256": digest, "stat": signature}) + "\n")
+    os.replace(scratch, record)
+    return str(link)

@@ -19,7 +19,7 @@ from transformers.trainer_callback import PrinterCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from transformers.utils import GENERATION_CONFIG_NAME
 
-from stages.lib.artifacts import METRICS, duration, partial_dir, path_digest, write_jsonl
+from stages.lib.artifacts import METRICS, duration, partial_dir, path_digest, process_started, wall_time, write_jsonl
 from stages.lib.progress import stamp_matches, write_stamp
 from stages.lib.stop_tokens import stop_token_ids
 
@@ -63,14 +63,6 @@ def process_rank() -> int:
 
 OWNER = "owner.json"
 SLURM_ACTIVE = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "RESIZING", "REQUEUED", "STOPPED")
-
-
-def process_started(pid: int) -> str | None:
-    """A process's start time in clock ticks since boot (/proc), which tells it from a later one with its pid."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
 
 
 def this_process() -> dict:
@@ -258,6 +250,36 @@ class StopOnSignal(TrainerCallback):
             raise RuntimeError(f"training ended at step {state.global_step} of {state.max_steps} with no stop signal: "
                                "the model is not published (a checkpoint from another number of steps or data?); "
                                f"delete {trainer.args.output_dir} to start afresh")
+
+
+WALL_TIME = "wall_time.json"  # in each checkpoint: the stage's wall time up to it
+
+
+def checkpoint_dir(args, state) -> Path:
+    return Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+
+
+class WallTimeInCheckpoints(TrainerCallback):
+    """Each checkpoint records the stage's wall time up to it, so that a resumed stage's manifest counts the
+    earlier attempts' time its checkpoint kept (artifacts.wall_time). `resumed` is what the manifest gets."""
+
+    def __init__(self):
+        self.resumed: dict | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not state.global_step:
+            return
+        checkpoint = checkpoint_dir(args, state)  # the Trainer has loaded its state: we resume from it
+        try:
+            earlier = json.loads((checkpoint / WALL_TIME).read_text())["wall_time_s"]
+        except (OSError, ValueError, KeyError):
+            earlier = None  # saved by a version that did not record it
+        self.resumed = {"checkpoint": checkpoint.name, "wall_time_s": earlier}
+
+    def on_save(self, args, state, control, **kwargs):
+        checkpoint = checkpoint_dir(args, state)
+        if state.is_world_process_zero and checkpoint.is_dir():
+            (checkpoint / WALL_TIME).write_text(json.dumps({"wall_time_s": wall_time(self.resumed)["wall_time_s"]}))
 
 
 class ProgressLog(TrainerCallback):
