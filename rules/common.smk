@@ -8,7 +8,7 @@ import sys
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from stages.lib.artifacts import MIXTURE, code_patch_file, code_version, write_once
-from stages.lib.config_checks import command_line_errors, cross_field_errors, schema_errors
+from stages.lib.config_checks import command_line_errors, cross_field_errors, missing_chat_template, schema_errors
 from stages.lib.data.schema import FILES as TINY_DATA_FILES
 from stages.lib.data.sources import local_files, local_path
 from stages.lib.configs import GRPOStageConfig, default_of
@@ -259,12 +259,28 @@ def pretrained_stages(source):
 
 
 def chat_template_of(model):
-    """The `chat_template` of pre-trained `model` (base, student_<name>), as a list: an input of the stages that
-    start from the model and render chats (SFT, reward models), so editing the template reruns them; empty for a
-    model of this run or one that keeps its own. Those stages apply it and save their model with it, and every
-    later stage reads it from there (stages/lib/chat_template.py says why there)."""
+    """The `chat_template` of pre-trained `model` (base, student_<name>), as a list: empty for a model of this run
+    or one that keeps its own. The stages that start from the model and render chats (SFT, reward models) apply
+    it and save their model with it, and every later stage reads it from there (stages/lib/chat_template.py)."""
     spec = pretrained_model_spec(model) or {}
     return [spec["chat_template"]] if "chat_template" in spec else []
+
+
+def chat_template_input(model, rule):
+    """An input function for `rule`, which renders chats over pre-trained `model` (a name, or a function of the
+    wildcards giving one): its chat_template file, so that editing it reruns the rule; a model with no template
+    is an error only when such a job is planned."""
+
+    def inputs(wildcards):
+        name = model(wildcards) if callable(model) else model
+        spec = pretrained_model_spec(name) or {}
+        key = "base" if name == "base" else f"distill.students.{name.removeprefix('student_')}"
+        problem = missing_chat_template(key, spec, rule) if name == "base" or name.startswith("student_") else None
+        if problem:
+            raise ValueError(problem)
+        return chat_template_of(name)
+
+    return inputs
 
 
 def chat_template_arg(model):

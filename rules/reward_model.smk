@@ -5,7 +5,7 @@ rule reward_model:
     input:
         model=lambda wc: model_path(config["reward_model"]["init"]),
         data=data_input("preferences_{kind}", "reward_model"),
-        chat_template=chat_template_of(config["reward_model"]["init"]),
+        chat_template=chat_template_input(config["reward_model"]["init"], "reward_model"),
     output:
         directory(result("reward_model_{kind}")),
     log:

@@ -5,7 +5,7 @@ rule cold_start_sft:
     input:
         model=model_path("base"),
         data=cold_start_input(),
-        chat_template=chat_template_of("base"),
+        chat_template=chat_template_input("base", "cold_start_sft"),
     output:
         directory(result("cold_start_sft")),
     log:
@@ -30,7 +30,7 @@ rule mixture_sft:
     input:
         model=lambda wc: model_path(config["mixture_sft"]["init"]),
         data=artifact("rejection_sampling"),
-        chat_template=chat_template_of(config["mixture_sft"]["init"]),
+        chat_template=chat_template_input(config["mixture_sft"]["init"], "mixture_sft"),
     output:
         directory(result("mixture_sft")),
     log:
@@ -55,7 +55,7 @@ rule distill:
     input:
         model=lambda wc: model_path(student_base(wc.student)),
         data=artifact("rejection_sampling"),
-        chat_template=lambda wc: chat_template_of(student_base(wc.student)),
+        chat_template=chat_template_input(lambda wc: student_base(wc.student), "distill"),
     output:
         directory(result("distill_{student}")),
     log:

@@ -7,10 +7,10 @@ from datasets import Dataset
 from transformers import AutoTokenizer
 
 from stages.lib.chat_template import load_tokenizer
-from stages.lib.config_checks import cross_field_errors, schema_errors
+from stages.lib.config_checks import cross_field_errors, missing_chat_template, schema_errors
 from stages.lib.tokenizer import CHAT_TEMPLATE, train_tokenizer
 from stages.sft import within_length
-from tests.snakemake_helpers import REPO
+from tests.snakemake_helpers import REPO, snakemake, write_config
 
 TEXTS = ["Ben has 17 pens. How many pens does Ben have now? 18"] * 20
 
@@ -41,20 +41,21 @@ def chat_template_lines(config: dict) -> list[str]:
     return [line for line in cross_field_errors(config) if "chat template" in line or "chat_template" in line]
 
 
-def test_a_base_without_a_chat_template_is_refused_at_plan_time_naming_the_key(no_template_dir, chatml_file,
-                                                                             tmp_path):
-    config = tiny_with(base={"name_or_path": str(no_template_dir)})
-    assert chat_template_lines(config) == [
-        f"base.name_or_path: {no_template_dir} has no chat template and stages cold_start_sft, mixture_sft, "
-        "reward_model render chats: set base.chat_template to a Jinja file or tokenizer directory"]
-    # stages brought by start_from are not planned; a student's own model is named by its key
-    config["start_from"] = {"mixture_sft": "/m", "reward_model_helpful": "/h", "reward_model_harmless": "/h"}
-    config["distill"]["students"]["small"] = {"name_or_path": str(no_template_dir)}
-    assert chat_template_lines(config) == [
-        f"base.name_or_path: {no_template_dir} has no chat template and stage cold_start_sft renders chats: set "
-        "base.chat_template to a Jinja file or tokenizer directory",
+def test_a_base_without_a_chat_template_is_refused_when_a_chat_stage_is_planned(no_template_dir, chatml_file,
+                                                                               tmp_path, venv_env):
+    """Only a target that renders chats over the model needs its template: the R1-Zero branch plans, Dev1 is
+    refused at plan time naming the stage and the key (it used to fail in the SFT job)."""
+    config = write_config(tmp_path, tiny_with(base={"name_or_path": str(no_template_dir)}))
+    assert snakemake(tmp_path, config, "-n", "r1_zero_branch", env=venv_env).returncode == 0
+    refused = snakemake(tmp_path, config, "-n", "dev1", env=venv_env, check=False)
+    assert refused.returncode != 0 and (
+        f"ValueError: base.name_or_path: {no_template_dir} has no chat template and stage cold_start_sft renders "
+        "chats: set base.chat_template to a Jinja file or tokenizer directory") in refused.stdout + refused.stderr
+    assert missing_chat_template("distill.students.small", {"name_or_path": str(no_template_dir)}, "distill") == (
         f"distill.students.small.name_or_path: {no_template_dir} has no chat template and stage distill renders "
-        "chats: set distill.students.small.chat_template to a Jinja file or tokenizer directory"]
+        "chats: set distill.students.small.chat_template to a Jinja file or tokenizer directory")
+    assert missing_chat_template("base", {"name_or_path": str(no_template_dir), "chat_template": "t.jinja"},
+                                 "cold_start_sft") is None
 
     fixed = tiny_with(base={"name_or_path": str(no_template_dir), "chat_template": str(chatml_file)})
     assert chat_template_lines(fixed) == []

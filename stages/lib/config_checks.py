@@ -321,20 +321,25 @@ def chat_stages(config: dict) -> dict[str, list[str]]:
 
 
 def chat_template_errors(config: dict) -> list[str]:
-    """A `chat_template` key names a usable template; a local model without one of its own, that a chat stage
-    starts from, is refused here rather than in that stage's job (a hub model: stages.hub_probe says so
-    before the first run). Snakemake parses the workflow before it knows the target, so this holds for the
-    whole recipe: an R1-Zero-only run over such a model sets the key too."""
+    """A `chat_template` key names a usable template. Whether a model needs one is asked per planned job
+    (missing_chat_template): only a target that renders chats over the model needs it."""
     errors = []
-    for model_key, stages in chat_stages(config).items():
+    for model_key in chat_stages(config):
         spec = settings_at(config, model_key)
         if "chat_template" in spec:
             errors += filter(None, [chat_template_problem(f"{model_key}.chat_template", spec["chat_template"])])
-            continue
-        path = spec.get("name_or_path")
-        if stages and isinstance(path, str) and Path(path).is_dir() and own_chat_template(path) is None:
-            errors.append(missing_template_error(model_key, path, stages))
     return errors
+
+
+def missing_chat_template(model_key: str, spec: dict, stage: str) -> str | None:
+    """Why `stage`, which renders chats with the tokenizer of the pre-trained model at `model_key` (base,
+    distill.students.<name>), would fail in its job: a local model without a template of its own and no
+    `chat_template` key (a hub model: stages.hub_probe says so before the first run). The workflow raises it
+    from the stage's input function, so an R1-Zero-only target over such a model plans."""
+    path = spec.get("name_or_path")
+    if "chat_template" in spec or not isinstance(path, str) or not Path(path).is_dir():
+        return None
+    return missing_template_error(model_key, path, [stage]) if own_chat_template(path) is None else None
 
 
 def command_line_errors(errors: list[str], command_line: dict, config_files: list[str]) -> list[str]:
