@@ -1,5 +1,5 @@
-"""Every command the README, the configs' and profiles' headers and preflight's hints show runs as
-written, from a fresh copy of the checkout: Snakemake ones as dry runs (the Slurm ones through the site
+"""Every command the README, the configs' and profiles' headers, preflight's hints and docs/adapting.md show
+runs as written, from a fresh copy of the checkout: Snakemake ones as dry runs (the Slurm ones through the site
 profile `make site-profile` installs), stage CLIs for real on the tiny model. A user copies these lines
 before reading anything else (newcomer-review-3: the README's own launch line ended in a traceback)."""
 
@@ -20,9 +20,10 @@ from tests.snakemake_helpers import FAKE_APPTAINER_DIR, REPO
 
 pytestmark = pytest.mark.slow  # every documented command, run in a copy of the checkout
 
-# What a user writes in place of the README's placeholders (test paths), and the commands a test cannot run
+# What a user writes in place of the docs' placeholders (test paths), and the commands a test cannot run
 # here, each with why.
-PLACEHOLDERS = {"/models/my-dev2": "{tiny_model}", "<this repository>": str(REPO), "<scale>": "qwen2.5-1.5b"}
+PLACEHOLDERS = {"/models/my-dev2": "{tiny_model}", "/models/my-base": "{model_without_template}",
+                "<this repository>": str(REPO), "<scale>": "qwen2.5-1.5b"}
 NOT_RUN = {
     "git clone": "the checkout itself",
     "make setup": "CI's first step",
@@ -74,8 +75,9 @@ def skipped(command: str) -> str | None:
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory, tiny_model_dir, small_data_dir) -> dict:
     """A fresh copy of the tracked files (mtimes kept, so make finds the venv current) with the venv linked
-    in, a home with the README's site file, an empty Snakemake config directory, the stand-in apptainer, and
-    the tiny model and evaluation set where the README's stage examples read them."""
+    in, a home with the README's site file, an empty Snakemake config directory, the stand-in apptainer,
+    the tiny model and evaluation set where the README's stage examples read them, and the model without a
+    chat template that docs/adapting.md starts from."""
     root = tmp_path_factory.mktemp("documented")
     work, home = root / "r1-pipeline", root / "home"
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True,
@@ -100,14 +102,23 @@ def checkout(tmp_path_factory, tiny_model_dir, small_data_dir) -> dict:
            "PATH": f"{FAKE_APPTAINER_DIR}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "R1_FAKE_APPTAINER_LOG": str(root / "apptainer-calls.jsonl"),
            "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    return {"work": work, "env": env, "tiny_model": str(tiny_model_dir)}
+    without_template = root / "models" / "my-base"
+    shutil.copytree(tiny_model_dir, without_template, ignore=shutil.ignore_patterns("chat_template.jinja"))
+    return {"work": work, "env": env, "home": str(home), "tiny_model": str(tiny_model_dir),
+            "model_without_template": str(without_template)}
+
+
+def filled(text: str, checkout: dict) -> str:
+    """The text with the docs' placeholders replaced by what the test has in their place."""
+    for placeholder, value in PLACEHOLDERS.items():
+        text = text.replace(placeholder, value.format(**checkout))
+    return text
 
 
 def as_written(command: str, checkout: dict) -> str:
     """The command with the README's placeholders filled in; a Snakemake run becomes its dry run (an
     `sbatch --wrap` controller line: the Snakemake command it wraps)."""
-    for placeholder, value in PLACEHOLDERS.items():
-        command = command.replace(placeholder, value.format(**checkout))
+    command = filled(command, checkout)
     if command.startswith("sbatch "):
         command = shlex.split(command)[-1]
     if re.match(r"(\.venv/bin/)?snakemake ", command) and " -n" not in f"{command} ":
@@ -142,6 +153,54 @@ def test_every_documented_command_runs_as_written(checkout):
     assert any(line.startswith("make preflight") for line in ran)
     assert sum("--profile slurm" in line for line in ran) >= 3, ran
     assert (Path(checkout["env"]["XDG_CONFIG_HOME"]) / "snakemake" / "slurm" / "config.yaml").is_file()
+
+
+def adapting_scripts(checkout: dict, outputs: Path) -> list[tuple[str, dict[Path, list[str]]]]:
+    """docs/adapting.md's ```sh blocks, each as one bash script (so heredocs work): its commands as_written, the
+    files it writes with the placeholders filled in. The comment lines right under a command are what the page
+    says it prints: that command's output goes to a file under `outputs`, mapped to those lines, and its exit
+    status is theirs to judge (a refusal's is not 0)."""
+    scripts = []
+    for block in re.findall(r"```sh\n(.*?)```", (REPO / "docs" / "adapting.md").read_text(), re.S):
+        lines, expected, heredoc_end, command, output = [], {}, None, None, None
+        for line in block.replace("\\\n", " ").splitlines():
+            if heredoc_end is not None:  # a file the block writes
+                lines.append(filled(line, checkout))
+                heredoc_end = None if line == heredoc_end else heredoc_end
+            elif line.startswith("#") and (output or command is not None):
+                if output is None:  # the first line the command prints
+                    output = outputs / f"{len(list(outputs.iterdir())) + 1}.out"
+                    output.touch()
+                    lines[command] = f"{{ {lines[command]}\n}} >{output} 2>&1 || true"
+                    expected[output] = []
+                expected[output].append(line[1:].strip())
+            else:
+                heredoc = re.search(r"<<-?\s*'?(\w+)'?", line)
+                heredoc_end, output = heredoc and heredoc.group(1), None
+                command = None if heredoc or not line.strip() or line.startswith("#") else len(lines)
+                lines.append(filled(line, checkout) if command is None else as_written(uncommented(line), checkout))
+        scripts.append(("set -e -o pipefail\ntrap 'echo \"failed: $BASH_COMMAND\" >&2' ERR\n" + "\n".join(lines),
+                        expected))
+    return scripts
+
+
+def test_adapting_the_recipe_runs_as_written(checkout, tmp_path):
+    """Each worked example of docs/adapting.md runs in order (its Snakemake runs planned, its stage CLIs for
+    real), and each refusal or output the page shows is what the command prints (~ for the home, the model
+    placeholder for the test's model)."""
+    scripts = adapting_scripts(checkout, tmp_path)
+    assert len(scripts) >= 7 and sum(len(expected) for _, expected in scripts) >= 5, scripts
+    as_shown = {checkout["home"]: "~", **{value.format(**checkout): placeholder
+                                         for placeholder, value in PLACEHOLDERS.items() if "{" in value}}
+    for script, expected in scripts:
+        done = run(script, checkout)
+        assert done.returncode == 0, f"{script}\n(exit {done.returncode})\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+        for output, lines in expected.items():
+            printed = output.read_text()
+            for path, shown in as_shown.items():
+                printed = printed.replace(path, shown)
+            missing = [line for line in lines if line not in printed]
+            assert not missing, f"{script}\n\nthe page shows {missing}, the command printed:\n{printed[-3000:]}"
 
 
 def test_preflights_hint_without_apptainer_runs_as_written(checkout):
