@@ -227,6 +227,8 @@ def test_a_judge_in_the_config_judges_its_domains_in_the_rejection_job(tmp_path,
     shutil.copytree(small_data_dir, run / "data")
     (run / "data" / "manifest.json").write_text("{}")
     good = "<think>\n2 + 3 = 5\n</think>\n\nThe answer is \\boxed{5}."
+    # the first plan links the brought Dev2 into the run (start_from/): the shards are sampled after it
+    snakemake(tmp_path, config_path, "-n", "results/tiny/rejection_sampling", env=venv_env)
     for shard in range(config["rejection_sampling"]["num_shards"]):
         path = run / "generate" / f"shard-{shard}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
