@@ -30,6 +30,13 @@ rule all:
         rules.report.output,
 
 
+rule fetch:
+    # Every hub download of the run (models and data sets), on the login node: run it there before the
+    # controller moves to a compute node (README step 9), where sites often have no internet.
+    input:
+        hub_downloads(),
+
+
 rule r1_zero_branch:
     # The R1-Zero branch: GRPO straight on the base model, evaluated beside the base.
     input:

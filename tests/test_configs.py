@@ -379,3 +379,20 @@ def test_a_local_data_source_must_be_there_and_of_a_type_it_can_be_read_as(tmp_p
         "a .jsonl, .json, .csv or .parquet file, or a directory of them",
         f"data.hub.sets.rl_prompts[1].path: {tmp_path / 'mine.jsonl'}: no such file or directory"]
     assert data_errors(load("qwen2.5-1.5b")) == []  # hub ids
+
+
+def test_fetch_downloads_everything_and_an_offline_controller_says_so_before_any_job(tmp_path, venv_env):
+    """F8: `snakemake fetch` on the login node plans every hub download and nothing else; a controller in a Slurm
+    job whose node cannot reach the hub, with a download missing, stops in one line before any job starts (it
+    used to start other branches' GPU jobs and fail the download when its turn came)."""
+    config = load("qwen2.5-1.5b")
+    config_path = write_config(tmp_path, config)
+    fetch = planned_jobs(snakemake(tmp_path, config_path, "-n", "fetch", env=venv_env).stdout)
+    students, published = len(config["distill"]["students"]), len(config["evaluation"].get("published", {}))
+    assert fetch == {"fetch_model": 1 + students + published, "prepare_data": len(config["data"]["hub"]["sets"]),
+                     "fetch": 1}
+    offline = dict(venv_env, SLURM_JOB_ID="4242", HF_ENDPOINT="http://127.0.0.1:9")  # a closed port: no hub
+    done = snakemake(tmp_path, config_path, "-n", "all", env=offline, check=False)
+    assert done.returncode != 0 and "hub download(s) not fetched yet (results/qwen2.5-1.5b/base, ...), and this " \
+        "node (Slurm job 4242) cannot reach the hub: run the same command with the target `fetch` on the login " \
+        "node first" in done.stdout + done.stderr

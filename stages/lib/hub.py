@@ -30,6 +30,25 @@ def pin_revisions(config: dict) -> dict:
     return config
 
 
+def hub_reachable(timeout_s: float = 5.0) -> bool:
+    """Whether this machine reaches the hub's endpoint (HF_ENDPOINT, a mirror, is honoured), and the hub client
+    is not told to stay offline."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    endpoint = urlsplit(constants.ENDPOINT)
+    try:
+        socket.create_connection((endpoint.hostname, endpoint.port or (443 if endpoint.scheme == "https" else 80)),
+                                 timeout=timeout_s).close()
+    except OSError:
+        return False
+    return True
+
+
 def resolved_revision(path: str, revision: str | None, kind: str) -> str:
     """The commit a hub id (at `revision`, default its main branch) resolves to now; "local" for a path here."""
     if Path(path).exists():
