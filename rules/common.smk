@@ -12,7 +12,7 @@ from stages.lib.config_checks import command_line_errors, cross_field_errors, mi
 from stages.lib.data.schema import FILES as TINY_DATA_FILES
 from stages.lib.data.sources import local_files, local_path
 from stages.lib.configs import GRPOStageConfig, default_of
-from stages.lib.hub import hub_reachable, pin_revisions
+from stages.lib.hub import offline_controller_problem, pin_revisions
 from stages.lib.recipe import REWARD_MODEL_KINDS, STAGES, stage_of, template_of
 from stages.lib.rewards.external import source_file
 from stages.lib.rewards.registry import is_reference
@@ -529,12 +529,8 @@ def hub_downloads():
 
 
 # A controller launched as a batch job (README step 9) downloads what is not fetched yet on its compute
-# node, where sites often have no internet: the download would fail only when its job comes up, after GPU
-# jobs of other branches have started. Said here, in one line, before any job starts.
-if workflow.is_main_process and os.environ.get("SLURM_JOB_ID"):
-    NOT_FETCHED = [path for path in hub_downloads() if not os.path.exists(path)]
-    if NOT_FETCHED and not hub_reachable():
-        raise ValueError(
-            f"{len(NOT_FETCHED)} hub download(s) not fetched yet ({NOT_FETCHED[0]}, ...), and this node (Slurm job "
-            f"{os.environ['SLURM_JOB_ID']}) cannot reach the hub: run the same command with the target `fetch` on "
-            "the login node first, then launch the controller again")
+# node, where sites often have no internet: said here, in one line, before any job starts.
+if workflow.is_main_process:
+    OFFLINE = offline_controller_problem([path for path in hub_downloads() if not os.path.exists(path)])
+    if OFFLINE:
+        raise ValueError(OFFLINE)

@@ -56,7 +56,7 @@ def test_r1_zero_grpo_trains_and_writes_curves(tiny_model_dir, small_data_dir, t
     # a few sampled completions per logging step, with each reward, whatever the tracker (none here)
     samples = [json.loads(line) for line in (out / "completions.jsonl").open()]
     assert [row["step"] for row in samples] == [1] * 4 + [2] * 4 + [3] * 4
-    assert set(samples[0]["rewards"]) == {"accuracy", "format"}
+    assert set(samples[0]["rewards"]) == {"accuracy", "format", "brevity"}  # the stage's own reward too
     assert isinstance(samples[0]["prompt"], str) and isinstance(samples[0]["completion"], str)
 
 

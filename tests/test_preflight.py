@@ -205,8 +205,8 @@ def test_an_unknown_target_is_one_line_naming_the_targets(monkeypatch):
     monkeypatch.chdir(REPO)
     with pytest.raises(SystemExit) as stop:
         preflight.main(["--configfile", "configs/qwen2.5-1.5b.yaml", "--target", "r1_zero_branch", "r1zero"])
-    assert str(stop.value) == ("preflight: no target r1zero (the Snakefile's: all, r1_zero_branch, dev1, dev2, dev3, "
-                               "published, final, r1, distilled)")
+    assert str(stop.value) == ("preflight: no target r1zero (the Snakefile's: all, fetch, r1_zero_branch, dev1, dev2, "
+                               "dev3, published, final, r1, distilled)")
 
 
 def test_the_plans_and_the_launch_line_are_the_targets(monkeypatch):

@@ -49,6 +49,20 @@ def hub_reachable(timeout_s: float = 5.0) -> bool:
     return True
 
 
+def offline_controller_problem(not_fetched: list[str]) -> str | None:
+    """Why a controller cannot run: it runs in a Slurm job (a compute node), some hub downloads are not fetched
+    yet (they would fail only when their turn came, after GPU jobs of other branches had started), and this
+    node cannot reach the hub."""
+    import os
+
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job or not not_fetched or hub_reachable():
+        return None
+    return (f"{len(not_fetched)} hub download(s) not fetched yet ({not_fetched[0]}, ...), and this node (Slurm job "
+            f"{job}) cannot reach the hub: run the same command with the target `fetch` on the login node first, "
+            "then launch the controller again")
+
+
 def resolved_revision(path: str, revision: str | None, kind: str) -> str:
     """The commit a hub id (at `revision`, default its main branch) resolves to now; "local" for a path here."""
     if Path(path).exists():
