@@ -14,8 +14,7 @@ from stages.lib.data.sources import local_files, local_path
 from stages.lib.configs import GRPOStageConfig, default_of
 from stages.lib.hub import offline_controller_problem, pin_revisions
 from stages.lib.recipe import REWARD_MODEL_KINDS, STAGES, stage_of, template_of
-from stages.lib.rewards.external import source_file
-from stages.lib.rewards.registry import is_reference
+from stages.lib.rewards.external import own_reward_files
 from stages.lib.save_lead import DEFAULT_WRITE_GB_S, parameter_count, save_lead_s, step_seconds
 from stages.lib.settings import (cold_start_source, compute_settings, container_images, job_wall_hours, settings_at,
                                  uses_launcher, without_removed_keys)
@@ -195,8 +194,7 @@ def training_params(stage, exclude=()):
 def reward_files(stage):
     """The files defining a GRPO stage's own rewards (`file.py:function`, `module:function`): inputs, so that
     editing one reruns the stage."""
-    rewards = settings_at(config, STAGES[stage].settings).get("rewards", [])
-    return [path for path in (source_file(entry) for entry in rewards if is_reference(entry)) if path]
+    return list(own_reward_files(settings_at(config, STAGES[stage].settings).get("rewards", [])).values())
 
 
 # The shell tail of every training rule
@@ -273,9 +271,8 @@ def chat_template_input(model, rule):
 
     def inputs(wildcards):
         name = model(wildcards) if callable(model) else model
-        spec = pretrained_model_spec(name) or {}
-        key = "base" if name == "base" else f"distill.students.{name.removeprefix('student_')}"
-        problem = missing_chat_template(key, spec, rule) if name == "base" or name.startswith("student_") else None
+        stage, values = stage_of(name)  # a model of this run has no pre-trained spec, so no problem
+        problem = missing_chat_template(stage.settings.format(**values), pretrained_model_spec(name) or {}, rule)
         if problem:
             raise ValueError(problem)
         return chat_template_of(name)

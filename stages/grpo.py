@@ -27,7 +27,7 @@ from stages.lib.configs import GRPOStageConfig
 from stages.lib.data.schema import iter_rows, read_table, tests_at
 from stages.lib.plots import plot_training_curves
 from stages.lib.rewards.code import has_tests
-from stages.lib.rewards.external import ExternalReward, source_file
+from stages.lib.rewards.external import ExternalReward, own_reward_files
 from stages.lib.rewards.functions import Accuracy, RewardSettings, build_reward_functions
 from stages.lib.rewards.grading import gold_problem
 from stages.lib.rewards.registry import MODEL_REWARDS, REWARDS, RULE_REWARDS, is_reference, reward_name
@@ -272,8 +272,7 @@ def main(argv=None):
     set_seed(config.seed)
     inputs = {"model": config.model_path, **{f"train_data_{i}": p for i, p in enumerate(config.train_data)}}
     # A reward of the user's own is an input: its file's sha256 goes in the manifest, and an edit starts afresh.
-    inputs.update({f"reward_{reward_name(entry)}": path for entry in config.rewards
-                   if is_reference(entry) and (path := source_file(entry))})
+    inputs.update({f"reward_{name}": path for name, path in own_reward_files(config.rewards).items()})
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     problems = config.problems(world_size)
     if problems:

@@ -36,8 +36,8 @@ from pathlib import Path
 
 import yaml
 
-from stages.lib.config_checks import REPO
-from stages.lib.configs import GRPOStageConfig, RewardModelStageConfig, SFTStageConfig, default_of
+from stages.lib.config_checks import REPO, TRAINER_CONFIGS
+from stages.lib.configs import GRPOStageConfig, default_of
 from stages.lib.recipe import REWARD_MODEL_KINDS, STAGES
 from stages.lib.rewards.sandbox import isolation_probe, isolation_problem
 from stages.lib.settings import (
@@ -61,7 +61,6 @@ COMPUTE_KEY_OF_RULE = {rule: stage.compute for stage in STAGES.values() for rule
 # An estimate past this share of the time its submissions hold leaves no room for what the estimate leaves out: the
 # save lead (each job hears SIGTERM minutes before its limit), a resume's start, a node a tenth slower than assumed.
 TIME_LIMIT_MARGIN = 0.9
-BATCH_CONFIGS = {"grpo": GRPOStageConfig, "sft": SFTStageConfig, "reward_model": RewardModelStageConfig}
 
 
 def workflow_targets() -> list[str]:
@@ -389,7 +388,7 @@ def batch_warnings(config: dict, reference: dict, reference_name: str, compute_k
     layered on it)."""
     warnings = []
     for stage in STAGES.values():
-        if stage.kind not in BATCH_CONFIGS or stage.compute not in compute_keys or "{student}" in stage.settings:
+        if stage.kind not in TRAINER_CONFIGS or stage.compute not in compute_keys or "{student}" in stage.settings:
             continue
         world_size = training_world_size(config, stage.compute)
         reference_world_size = training_world_size(reference, stage.compute)
@@ -397,7 +396,7 @@ def batch_warnings(config: dict, reference: dict, reference_name: str, compute_k
             continue
         for kind in REWARD_MODEL_KINDS if "{kind}" in stage.settings else ("",):
             section = stage.settings.format(kind=kind)
-            warning = batch_warning(section, BATCH_CONFIGS[stage.kind], settings_at(config, section),
+            warning = batch_warning(section, TRAINER_CONFIGS[stage.kind], settings_at(config, section),
                                     settings_at(reference, section), world_size, reference_world_size, reference_name)
             warnings += [warning] if warning else []
     return warnings

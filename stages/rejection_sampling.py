@@ -45,7 +45,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stages.lib.artifacts import MIXTURE, staged_output
+from stages.lib.artifacts import MIXTURE, staged_output, write_whole
 from stages.lib.cli import parse_config, print_config
 from stages.lib.data.schema import SCHEMAS, normalize_prompt, read_table
 from stages.lib.generation import BackendOptions, load_generator
@@ -490,12 +490,10 @@ def project(config: RejectionConfig, candidates: "Candidates", targets: dict[str
     shards_read, num_shards = len(config.shards), config.projected_num_shards
     rows = {}
     for domain, want in targets.items():
-        if domain == NON_REASONING:
-            expected = upper = general
-        else:
-            expected, upper = projected_counts(capped[domain], shards_read, num_shards)
-        rows[domain] = {"kept": general if domain == NON_REASONING else capped[domain], "expected": round(expected),
-                        "upper_bound": round(upper), "target": want, "out_of_reach": upper < want}
+        kept = general if domain == NON_REASONING else capped[domain]
+        expected, upper = (kept, kept) if domain == NON_REASONING else projected_counts(kept, shards_read, num_shards)
+        rows[domain] = {"kept": kept, "expected": round(expected), "upper_bound": round(upper), "target": want,
+                        "out_of_reach": upper < want}
     print(f"projection from {shards_read} of {num_shards} shards "
           f"({candidates.total:,} candidates; judged domains, if any, not judged: their counts are upper bounds):")
     for domain, row in rows.items():
@@ -509,11 +507,8 @@ def project(config: RejectionConfig, candidates: "Candidates", targets: dict[str
             f"rejection sampling would fall short, projected from the first {shards_read} of {num_shards} shards: "
             + "; ".join(lines) + ". Before the other shards run: lower rejection_sampling.targets, raise "
             "rejection_sampling.generation.num_samples or filters.max_per_prompt, or set filters.allow_shortfall")
-    path = Path(config.projection_file)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    scratch = path.with_name(f".{path.name}.tmp")
-    scratch.write_text(json.dumps({"shards_read": shards_read, "num_shards": num_shards, "domains": rows}, indent=1))
-    scratch.replace(path)
+    write_whole(config.projection_file,
+                json.dumps({"shards_read": shards_read, "num_shards": num_shards, "domains": rows}, indent=1))
 
 
 def judge_candidates(config: RejectionConfig, candidates: Candidates) -> dict:

@@ -270,10 +270,10 @@ def test_hub_revisions_pin_every_source_and_model_naming_their_ids(tmp_path, ven
 def test_trl_s_choices_are_the_installed_trl_s():
     """loss_type (and scale_rewards, importance_sampling_level, an SFT section's lr_scheduler_type) take what the
     installed TRL takes, read from TRL itself: TRL 1.16's newer losses pass, a typo is named with TRL's list."""
-    from stages.lib.configs import GRPOStageConfig, SFTStageConfig, default_of, trl_choice_fields, trl_choices
+    from stages.lib.configs import GRPOStageConfig, SFTStageConfig, default_of, trl_choices
 
     for config_class in (GRPOStageConfig, SFTStageConfig):  # the check takes a stage default without asking TRL
-        for name in trl_choice_fields(config_class):
+        for name in config_class.TRL_CHOICES:
             assert default_of(config_class, name) in trl_choices(config_class, name), name
     for loss in ("cispo", "sapo", "vespo"):
         config = merged(load("tiny"), {"r1_zero": {"loss_type": loss, "epsilon_high": 5.0}})

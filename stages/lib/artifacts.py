@@ -88,14 +88,19 @@ def code_patch_file(run_dir: str | os.PathLike) -> tuple[Path, str]:
     return Path(run_dir) / "code" / f"{code_version()}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.patch", text
 
 
-def write_once(path: Path, text: str) -> None:
-    """A content-named file, written whole (a reader never sees half of it) unless it is there already."""
-    if path.exists():
-        return
+def write_whole(path: str | os.PathLike, text: str) -> None:
+    """A text file written whole: a reader (or a job killed while writing) never sees half of it."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     scratch = path.with_name(path.name + ".partial")
     scratch.write_text(text)
-    scratch.rename(path)
+    os.replace(scratch, path)
+
+
+def write_once(path: Path, text: str) -> None:
+    """A content-named file, written whole unless it is there already."""
+    if not path.exists():
+        write_whole(path, text)
 
 
 def code_patch(output_dir: Path, scratch: Path) -> dict:

@@ -25,7 +25,6 @@ from stages.lib.configs import (
     SFTStageConfig,
     default_of,
     trainer_arg_problems,
-    trl_choice_fields,
     trl_choices,
     trl_field_names,
 )
@@ -376,7 +375,7 @@ def trl_choice_errors(config: dict) -> list[str]:
     seconds)."""
     errors = []
     for where, section, config_class in training_sections(config):
-        for name in trl_choice_fields(config_class):
+        for name in config_class.TRL_CHOICES:
             value = section.get(name, default_of(config_class, name))
             if value != default_of(config_class, name) and value not in (choices := trl_choices(config_class, name)):
                 close = difflib.get_close_matches(str(value), choices, n=1)

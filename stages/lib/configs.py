@@ -109,7 +109,9 @@ class TrainerPassThrough:
     TRANSLATED: ClassVar[dict[str, tuple[str, ...]]]  # TRL field -> the stage's keys it is computed from
     STAGE_ONLY: ClassVar[frozenset[str]]
     TRAINER_DEFAULTS: ClassVar[dict] = {}  # trainer_args may still set these
-    TRL_CHOICES: ClassVar[tuple[str, ...]] = ()  # fields whose values TRL lists (trl_choices)
+    # fields whose values are TRL's choices, not the stage's (a loss type TRL adds is one key away): checked against
+    # the installed TRL before any job runs (trl_choices), never against a copied list
+    TRL_CHOICES: ClassVar[tuple[str, ...]] = ()
 
     trainer_args: str = field(default="{}", metadata={
         "help": "JSON object of further TRL config fields, passed to the trainer as given "
@@ -193,12 +195,6 @@ def trainer_arg_problems(config_class, overrides: dict, trl_fields: set[str], se
             hint = f"did you mean '{close[0]}'?" if close else "see its fields in TRL's documentation"
             problems.append(f"{where}.{key}: not a field of TRL's {config_class.TRL_CONFIG}; {hint}")
     return problems
-
-
-def trl_choice_fields(config_class) -> tuple[str, ...]:
-    """The stage keys whose values are TRL's choices, not the stage's (a loss type TRL adds is one key away):
-    checked against the installed TRL before any job runs (`trl_choices`), never against a copied list."""
-    return config_class.TRL_CHOICES
 
 
 def trl_choices(config_class, name: str) -> list[str]:

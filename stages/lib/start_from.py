@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from stages.lib.artifacts import MIXTURE, path_digest
+from stages.lib.artifacts import MIXTURE, path_digest, write_whole
 from stages.lib.data.schema import SCHEMAS
 from stages.lib.recipe import brought
 
@@ -95,7 +95,5 @@ def link_brought(path: str, link: str | os.PathLike) -> str:
         scratch.unlink(missing_ok=True)
         scratch.symlink_to(target, target_is_directory=True)
         os.replace(scratch, link)
-    scratch = record.with_name(record.name + ".partial")
-    scratch.write_text(json.dumps({"target": target, "sha256": digest, "stat": signature}) + "\n")
-    os.replace(scratch, record)
+    write_whole(record, json.dumps({"target": target, "sha256": digest, "stat": signature}) + "\n")
     return str(link)

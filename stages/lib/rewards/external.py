@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-from stages.lib.rewards.registry import reward_name
+from stages.lib.rewards.registry import is_reference, reward_name
 
 FILE_SUFFIX = ".py"
 
@@ -66,6 +66,12 @@ def source_file(reference: str) -> str | None:
         return where
     origin = getattr(import_module_of(reference), "__file__", None)
     return origin if origin and Path(origin).is_file() else None
+
+
+def own_reward_files(rewards: list[str]) -> dict[str, str]:
+    """A stage's own rewards (its `rewards` entries that are references) -> the file defining each, by the name it
+    logs under: the stage's inputs (the rule's, so an edit reruns it; the manifest's, with its sha256)."""
+    return {reward_name(entry): path for entry in rewards if is_reference(entry) and (path := source_file(entry))}
 
 
 def load_function(reference: str):
